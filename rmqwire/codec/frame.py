@@ -1,0 +1,499 @@
+"""RemotingCommand framing: the length-prefixed frame, the JSON header and the ROCKETMQ header.
+
+Construct schemas (``FRAME``, ``ROCKETMQ_HEADER``) are the schema of record. ``encode_frame`` and
+``FrameDecoder`` use a hand-written path with the same bytes (struct + a small JSON writer), because
+they sit on every request; tests/unit/codec/test_frame_schema.py property-tests that the two agree.
+Spec: shared/spec/wire-format.md sections 1-5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import struct
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import construct as cs
+
+from rmqwire.codec.codes import (
+    DEFAULT_VERSION,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    LanguageCode,
+    SerializeType,
+)
+from rmqwire.errors import (
+    CodecError,
+    FrameTooLargeError,
+    HeaderDecodeError,
+    HeaderLengthError,
+    UnknownSerializeTypeError,
+)
+
+#: Java's default ``com.rocketmq.remoting.frameMaxLength``: Netty compares length + 4 with it.
+DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
+
+# ---- Construct schemas (schema of record) -------------------------------------------------------
+
+#: ``{keyLen:int16, key, valLen:int32, val}``; a zero length means null on decode.
+EXT_FIELD_ENTRY = cs.Struct(
+    "key" / cs.PascalString(cs.Int16sb, "utf8"),
+    "value" / cs.PascalString(cs.Int32sb, "utf8"),
+)
+
+#: The ROCKETMQ binary header (RocketMQSerializable): 21 fixed bytes + remark + ext entries.
+ROCKETMQ_HEADER = cs.Struct(
+    "code" / cs.Int16sb,
+    "language" / cs.Int8ub,
+    "version" / cs.Int16sb,
+    "opaque" / cs.Int32sb,
+    "flag" / cs.Int32sb,
+    "remark" / cs.PascalString(cs.Int32sb, "utf8"),
+    "ext_fields" / cs.Prefixed(cs.Int32sb, cs.GreedyRange(EXT_FIELD_ENTRY)),
+)
+
+#: The header word: serialize type byte + 24-bit header length.
+HEADER_WORD = cs.BitStruct(
+    "serialize_type" / cs.Enum(cs.BitsInteger(8), SerializeType),
+    "header_length" / cs.BitsInteger(24),
+)
+
+#: A whole frame. ``length`` counts everything after itself (header word + header + body).
+FRAME = cs.Struct(
+    "length" / cs.Rebuild(cs.Int32sb, 4 + cs.len_(cs.this.header) + cs.len_(cs.this.body)),
+    "header_word" / cs.Rebuild(
+        HEADER_WORD,
+        lambda ctx: dict(serialize_type=ctx.serialize_type, header_length=len(ctx.header)),
+    ),
+    "header" / cs.Bytes(cs.this.header_word.header_length),
+    "body" / cs.Bytes(cs.this.length - 4 - cs.this.header_word.header_length),
+)
+
+
+# ---- RemotingCommand ------------------------------------------------------------------------------
+
+
+class HasExtFields(Protocol):
+    """A typed custom header (rmqwire.codec.headers) that flattens itself into extFields."""
+
+    def to_ext_fields(self) -> dict[str, str]: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemotingCommand:
+    """One RocketMQ remoting frame, request or response.
+
+    ``language`` is None when a JSON header named a language Java does not know (Java reads it as
+    null). ``body`` is None for an absent or empty body (the wire cannot tell them apart).
+    ``serialize_type`` records the header type the frame arrived in; it does not affect equality.
+    """
+
+    code: int
+    language: LanguageCode | None = LanguageCode.JAVA
+    version: int = DEFAULT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] | None = None
+    body: bytes | None = None
+    serialize_type: SerializeType = dataclasses.field(default=SerializeType.JSON, compare=False)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        header: HasExtFields | Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        opaque: int = 0,
+        oneway: bool = False,
+        language: LanguageCode = LanguageCode.PYTHON,
+        version: int = DEFAULT_VERSION,
+        remark: str | None = None,
+    ) -> RemotingCommand:
+        """A request. ``header`` is a typed header or a ready extFields mapping.
+
+        A typed header always yields an extFields object (``{}`` when all its fields are null), as
+        Java does for a request that has a custom header.
+        """
+        return cls(
+            code=int(code),
+            language=language,
+            version=version,
+            opaque=opaque,
+            flag=FLAG_ONEWAY if oneway else 0,
+            remark=remark,
+            ext_fields=_ext_fields_of(header),
+            body=body or None,
+        )
+
+    def response_to(
+        self,
+        code: int = 0,
+        remark: str | None = None,
+        header: HasExtFields | Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        language: LanguageCode = LanguageCode.JAVA,
+        version: int = DEFAULT_VERSION,
+    ) -> RemotingCommand:
+        """The response to this request: same opaque, RESPONSE flag set."""
+        return RemotingCommand(
+            code=int(code),
+            language=language,
+            version=version,
+            opaque=self.opaque,
+            flag=FLAG_RESPONSE,
+            remark=remark,
+            ext_fields=_ext_fields_of(header),
+            body=body or None,
+        )
+
+    def with_opaque(self, opaque: int) -> RemotingCommand:
+        return dataclasses.replace(self, opaque=opaque)
+
+
+def _ext_fields_of(header: HasExtFields | Mapping[str, str] | None) -> dict[str, str] | None:
+    if header is None:
+        return None
+    if hasattr(header, "to_ext_fields"):
+        return header.to_ext_fields()
+    return {str(k): str(v) for k, v in header.items()}
+
+
+# ---- JSON header ----------------------------------------------------------------------------------
+
+# fastjson escapes control characters; \b \t \n \f \r get their short forms and the rest \u00XX
+# with uppercase hex. Non-ASCII is written raw and "/" is not escaped.
+_JSON_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
+_JSON_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
+_JSON_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _json_str(s: str) -> str:
+    if _NEEDS_ESCAPE.search(s) is None:
+        return f'"{s}"'
+    return '"' + s.translate(_JSON_ESCAPES) + '"'
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    """The JSON header exactly as Java's fastjson writes it: keys sorted, null members omitted."""
+    parts = [f'{{"code":{cmd.code}']
+    if cmd.ext_fields is not None:
+        items = ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in cmd.ext_fields.items())
+        parts.append(f',"extFields":{{{items}}}')
+    parts.append(f',"flag":{cmd.flag}')
+    if cmd.language is not None:
+        parts.append(f',"language":"{cmd.language.name}"')
+    parts.append(f',"opaque":{cmd.opaque}')
+    if cmd.remark is not None:
+        parts.append(f',"remark":{_json_str(cmd.remark)}')
+    parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{cmd.version}}}')
+    return "".join(parts).encode("utf-8")
+
+
+def _java_string(value: Any) -> str:
+    """How fastjson turns a non-string JSON value into a Java String field value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def _lenient_int(obj: Mapping[str, Any], key: str, default: int) -> int:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise HeaderDecodeError(f"JSON header field {key!r} is a boolean, expected a number")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)  # fastjson coerces numeric strings ("105")
+    except (TypeError, ValueError):
+        raise HeaderDecodeError(f"JSON header field {key!r} is not a number: {value!r}") from None
+
+
+def _lenient_language(value: Any) -> LanguageCode | None:
+    if value is None:
+        return LanguageCode.JAVA
+    if isinstance(value, str):
+        try:
+            return LanguageCode[value.upper()]
+        except KeyError:
+            if not value.strip().lstrip("-").isdigit():
+                return None  # fastjson reads an unknown enum name as null
+            value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return LanguageCode(value)
+        except ValueError:
+            raise HeaderDecodeError(f"language ordinal {value} is out of range") from None
+    raise HeaderDecodeError(f"bad language value in JSON header: {value!r}")
+
+
+def decode_json_header(data: bytes) -> RemotingCommand:
+    """Read a JSON header as leniently as fastjson does (wire-format.md section 2)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HeaderDecodeError(f"JSON header is not valid UTF-8: {e.reason}", offset=e.start) from None
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        from rmqwire.codec import fastjson  # lenient fallback: unquoted keys, single quotes
+
+        try:
+            obj = fastjson.loads(text)
+        except CodecError as e:
+            raise HeaderDecodeError(f"JSON header is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise HeaderDecodeError(f"JSON header is a {type(obj).__name__}, expected an object")
+    if "code" not in obj:
+        raise HeaderDecodeError("JSON header has no 'code'")
+    ext = obj.get("extFields")
+    if ext is not None:
+        if not isinstance(ext, dict):
+            raise HeaderDecodeError(f"extFields is a {type(ext).__name__}, expected an object")
+        ext = {str(k): _java_string(v) for k, v in ext.items() if v is not None}
+    remark = obj.get("remark")
+    return RemotingCommand(
+        code=_lenient_int(obj, "code", 0),
+        language=_lenient_language(obj.get("language")),
+        version=_lenient_int(obj, "version", 0),
+        opaque=_lenient_int(obj, "opaque", 0),
+        flag=_lenient_int(obj, "flag", 0),
+        remark=None if remark is None else _java_string(remark),
+        ext_fields=ext,
+        body=None,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+# ---- ROCKETMQ header ------------------------------------------------------------------------------
+
+_RMQ_FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+    """The ROCKETMQ binary header; codes and versions keep only their low 16 bits, as in Java."""
+    language = 0 if cmd.language is None else int(cmd.language)
+    out = bytearray(
+        _RMQ_FIXED.pack(
+            _to_int16(cmd.code), language, _to_int16(cmd.version), _to_int32(cmd.opaque), cmd.flag
+        )
+    )
+    remark = cmd.remark.encode("utf-8") if cmd.remark else b""
+    out += _I32.pack(len(remark))
+    out += remark
+    entries = bytearray()
+    if cmd.ext_fields:
+        for k, v in cmd.ext_fields.items():
+            if k is None or v is None:
+                continue
+            kb = k.encode("utf-8")
+            vb = v.encode("utf-8")
+            entries += _I16.pack(len(kb))
+            entries += kb
+            entries += _I32.pack(len(vb))
+            entries += vb
+    out += _I32.pack(len(entries))
+    out += entries
+    return bytes(out)
+
+
+def _to_int16(v: int) -> int:
+    v &= 0xFFFF
+    return v - 0x10000 if v >= 0x8000 else v
+
+
+def _to_int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - 0x100000000 if v >= 0x80000000 else v
+
+
+def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
+    """Read a ROCKETMQ header. Zero-length remark, keys and values decode as null (Java does)."""
+    n = len(data)
+    if n < 21:
+        raise HeaderDecodeError(f"ROCKETMQ header is {n} bytes, shorter than the 21 fixed bytes")
+    code, lang, version, opaque, flag = _RMQ_FIXED.unpack_from(data, 0)
+    pos = 13
+    (remark_len,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if remark_len < 0 or remark_len > n - pos:
+        raise HeaderDecodeError(f"remark length {remark_len} exceeds the header", offset=pos - 4)
+    remark = _utf8(data[pos : pos + remark_len], pos) if remark_len else None
+    pos += remark_len
+    if n - pos < 4:
+        raise HeaderDecodeError("ROCKETMQ header ends before the extFields length", offset=pos)
+    (ext_len,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if ext_len < 0 or ext_len > n - pos:
+        raise HeaderDecodeError(f"extFields length {ext_len} exceeds the header", offset=pos - 4)
+    ext: dict[str, str] | None = None
+    end = pos + ext_len
+    if ext_len:
+        ext = {}
+        while pos < end:
+            if end - pos < 2:
+                raise HeaderDecodeError("truncated extFields key length", offset=pos)
+            (klen,) = _I16.unpack_from(data, pos)
+            pos += 2
+            if klen < 0 or klen > end - pos:
+                raise HeaderDecodeError(f"extFields key length {klen} overruns", offset=pos - 2)
+            key = _utf8(data[pos : pos + klen], pos) if klen else None
+            pos += klen
+            if end - pos < 4:
+                raise HeaderDecodeError("truncated extFields value length", offset=pos)
+            (vlen,) = _I32.unpack_from(data, pos)
+            pos += 4
+            if vlen < 0 or vlen > end - pos:
+                raise HeaderDecodeError(f"extFields value length {vlen} overruns", offset=pos - 4)
+            value = _utf8(data[pos : pos + vlen], pos) if vlen else None
+            pos += vlen
+            if key is not None and value is not None:
+                ext[key] = value
+    try:
+        language: LanguageCode | None = LanguageCode(lang)
+    except ValueError:
+        language = None  # Java's LanguageCode.valueOf(byte) yields null for unknown codes
+    return RemotingCommand(
+        code=code,
+        language=language,
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        body=None,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def _utf8(b: bytes | memoryview, offset: int) -> str:
+    try:
+        return bytes(b).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HeaderDecodeError(f"invalid UTF-8: {e.reason}", offset=offset + e.start) from None
+
+
+# ---- frames ---------------------------------------------------------------------------------------
+
+_FRAME_PREFIX = struct.Struct(">ii")
+
+
+def encode_header(cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
+    if serialize_type == SerializeType.JSON:
+        return encode_json_header(cmd)
+    if serialize_type == SerializeType.ROCKETMQ:
+        return encode_rocketmq_header(cmd)
+    raise CodecError(f"unknown serialize type {serialize_type!r}")
+
+
+def encode_frame(cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
+    """The whole frame: length prefix, header word, header, body."""
+    header = encode_header(cmd, serialize_type)
+    body = cmd.body or b""
+    if len(header) > 0xFFFFFF:
+        raise CodecError(f"header of {len(header)} bytes does not fit the 24-bit header length")
+    prefix = _FRAME_PREFIX.pack(4 + len(header) + len(body), (int(serialize_type) << 24) | len(header))
+    return b"".join((prefix, header, body))
+
+
+def decode_frame_payload(payload: bytes | memoryview) -> RemotingCommand:
+    """Decode what follows the length prefix: header word, header and body."""
+    n = len(payload)
+    if n < 4:
+        raise HeaderLengthError(f"frame of {n} bytes has no header word")
+    (word,) = _I32.unpack_from(payload, 0)
+    stype = (word >> 24) & 0xFF
+    header_length = word & 0xFFFFFF
+    if header_length > n - 4:
+        raise HeaderLengthError(
+            f"header length {header_length} exceeds the frame's {n - 4} bytes after the header word"
+        )
+    header = payload[4 : 4 + header_length]
+    if stype == SerializeType.JSON:
+        cmd = decode_json_header(bytes(header))
+    elif stype == SerializeType.ROCKETMQ:
+        cmd = decode_rocketmq_header(header)
+    else:
+        raise UnknownSerializeTypeError(f"unknown serialize type {stype} in header word")
+    body_len = n - 4 - header_length
+    if body_len:
+        return dataclasses.replace(cmd, body=bytes(payload[4 + header_length :]))
+    return cmd
+
+
+class FrameDecoder:
+    """Incremental frame reassembly over arbitrary chunk boundaries (sans-IO).
+
+    An oversize length prefix is rejected as soon as its 4 bytes arrive, before any buffering.
+    After a CodecError the stream is unusable (the caller closes the connection, as Java does).
+    """
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        self.max_frame_length = max_frame_length
+        self._buf = bytearray()
+        self._failed: CodecError | None = None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        if self._failed is not None:
+            raise self._failed
+        buf = self._buf
+        buf += data
+        out: list[RemotingCommand] = []
+        pos = 0
+        try:
+            while len(buf) - pos >= 4:
+                (length,) = _I32.unpack_from(buf, pos)
+                if length < 4:
+                    raise HeaderLengthError(f"frame length {length} is smaller than the header word")
+                if length + 4 > self.max_frame_length:
+                    raise FrameTooLargeError(
+                        f"frame of {length + 4} bytes exceeds the maximum frame length "
+                        f"{self.max_frame_length}"
+                    )
+                if len(buf) - pos - 4 < length:
+                    break
+                out.append(decode_frame_payload(memoryview(buf)[pos + 4 : pos + 4 + length]))
+                pos += 4 + length
+        except CodecError as e:
+            self._failed = e
+            self._buf = bytearray()
+            raise
+        if pos:
+            del buf[:pos]
+        return out
+
+
+def decode_frame(data: bytes) -> RemotingCommand:
+    """Decode exactly one whole frame (length prefix included)."""
+    dec = FrameDecoder(max_frame_length=max(DEFAULT_MAX_FRAME_LENGTH, len(data)))
+    cmds = dec.feed(data)
+    if len(cmds) != 1 or dec.buffered:
+        raise CodecError(f"expected exactly one frame, got {len(cmds)} with {dec.buffered} bytes left")
+    return cmds[0]
