@@ -1,0 +1,184 @@
+"""The processor table: request code -> handler, with the Java fallbacks for errors.
+
+A handler is ``handler(request, context)`` returning a RemotingCommand (the response), a Deferred
+of one, or None (no response, as a Java processor returning null). The fallbacks follow
+``NettyRemotingAbstract.processRequestCommand`` (shared/spec/wire-format.md section 7):
+
+- no handler for the code -> 3 REQUEST_CODE_NOT_SUPPORTED, remark ``" request type <code> not supported"``;
+- BrokerResponseError raised -> a response with its code and remark;
+- any other exception -> 1 SYSTEM_ERROR, remark like Java's ``UtilAll.exceptionSimpleDesc``;
+- a oneway request never gets a response, not even an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeAlias
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from rmqwire.codec.codes import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, ResponseCode
+from rmqwire.codec.frame import RemotingCommand
+from rmqwire.errors import BrokerResponseError
+
+
+class Channel(Protocol):
+    """What a handler may do with the connection a request came in on (e.g. call the peer back)."""
+
+    @property
+    def peer(self) -> str: ...
+
+    def invoke(self, cmd: RemotingCommand, timeout: float) -> Deferred[RemotingCommand]: ...
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> Deferred[None]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Where a request came from: the peer's ``host:port`` and its connection."""
+
+    peer: str
+    channel: Channel | None = None
+
+
+HandlerResult: TypeAlias = "RemotingCommand | Deferred[RemotingCommand | None] | None"
+Handler: TypeAlias = Callable[[RemotingCommand, RequestContext], HandlerResult]
+
+
+def unsupported_remark(code: int) -> str:
+    """Java's remark for a request code without a processor (the leading space is Java's)."""
+    return f" request type {code} not supported"
+
+
+def exception_simple_desc(failure: Failure | BaseException) -> str:
+    """Python analogue of Java's ``UtilAll.exceptionSimpleDesc``: ``"<Type>: <msg>, <func>(<file>:<line>)"``.
+
+    The frame is the innermost one (where the exception was raised), as Java's stackTrace[0].
+    """
+    exc = failure.value if isinstance(failure, Failure) else failure
+    cls = type(exc)
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    msg = str(exc)
+    desc = f"{name}: {msg}" if msg else name
+    frame = _innermost_frame(failure)
+    return f"{desc}, {frame}" if frame else desc
+
+
+def _innermost_frame(failure: Failure | BaseException) -> str | None:
+    if isinstance(failure, Failure) and failure.frames:
+        func, filename, line = failure.frames[-1][:3]
+        return f"{func}({os.path.basename(filename)}:{line})"
+    exc = failure.value if isinstance(failure, Failure) else failure
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_name}({os.path.basename(code.co_filename)}:{tb.tb_lineno})"
+
+
+class Dispatcher:
+    """A processor table; ``language``/``version`` are stamped on every response it builds.
+
+    A server mimicking Java keeps the defaults (JAVA, 479); a client answering broker-initiated
+    requests uses PYTHON. ``default`` plays Java's default processor (used for codes not in the
+    table); without it unknown codes get REQUEST_CODE_NOT_SUPPORTED.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        processors: Mapping[int, Handler] | None = None,
+        *,
+        default: Handler | None = None,
+        language: LanguageCode = LanguageCode.JAVA,
+        version: int = DEFAULT_VERSION,
+    ) -> None:
+        self._table: dict[int, Handler] = {int(k): v for k, v in (processors or {}).items()}
+        self.default = default
+        self.language = language
+        self.version = version
+
+    def register(self, code: int, handler: Handler) -> None:
+        self._table[int(code)] = handler
+
+    def unregister(self, code: int) -> None:
+        self._table.pop(int(code), None)
+
+    def handler_for(self, code: int) -> Handler | None:
+        return self._table.get(code, self.default)
+
+    def dispatch(
+        self, request: RemotingCommand, context: RequestContext
+    ) -> Deferred[RemotingCommand | None]:
+        """Run the handler; fire with the response to send, or None when nothing must be sent.
+
+        The Deferred never fails: every error becomes a response (or None for oneway).
+        """
+        handler = self.handler_for(request.code)
+        if handler is None:
+            self.log.error(
+                "{peer} request type {code} not supported", peer=context.peer, code=request.code
+            )
+            return _succeed(self._finish(request, self.error_response(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, unsupported_remark(request.code)
+            )))
+        d: Deferred[RemotingCommand | None] = maybeDeferred(handler, request, context)
+        # separate steps so that a bad return value (TypeError in _check) also becomes SYSTEM_ERROR
+        d.addCallback(lambda result: self._check(request, result))
+        d.addErrback(lambda failure: self._on_failure(request, context, failure))
+        d.addCallback(lambda response: self._finish(request, response))
+        return d
+
+    def error_response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
+        return request.response_to(code, remark, language=self.language, version=self.version)
+
+    def _check(self, request: RemotingCommand, result: object) -> RemotingCommand | None:
+        if result is None or isinstance(result, RemotingCommand):
+            return result
+        raise TypeError(
+            f"handler for request code {request.code} returned {type(result).__name__}, "
+            "expected RemotingCommand or None"
+        )
+
+    def _on_failure(
+        self, request: RemotingCommand, context: RequestContext, failure: Failure
+    ) -> RemotingCommand:
+        exc = failure.value
+        if isinstance(exc, BrokerResponseError):
+            # a deliberate error answer, not a bug: no stack trace in the log
+            self.log.debug(
+                "request {code} from {peer} answered with error {rcode}: {remark}",
+                code=request.code, peer=context.peer, rcode=exc.code, remark=exc.remark,
+            )
+            return self.error_response(request, exc.code, exc.remark)
+        self.log.failure(
+            "process request {code} opaque {opaque} from {peer} failed",
+            failure, code=request.code, opaque=request.opaque, peer=context.peer,
+        )
+        return self.error_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(failure))
+
+    def _finish(self, request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
+        if response is None or request.is_oneway:
+            return None  # Java's writeResponse drops responses to oneway requests
+        return dataclasses.replace(
+            response,
+            opaque=request.opaque,
+            flag=FLAG_RESPONSE,
+            language=self.language,
+            version=self.version,
+        )
+
+
+def _succeed(value: RemotingCommand | None) -> Deferred[RemotingCommand | None]:
+    d: Deferred[RemotingCommand | None] = Deferred()
+    d.callback(value)
+    return d

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Set up everything rmqwire needs on a fresh machine: system packages (JDK 17, Maven, Node),
+# the Python venv, the official RocketMQ jars from Maven Central, and the peer clients.
+# Idempotent: a second run reuses what is there. Prints the time each stage took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3}
+
+stage() { STAGE_NAME=$1; STAGE_T0=$(date +%s); echo "==> $1"; }
+done_stage() { echo "<== $STAGE_NAME: $(( $(date +%s) - STAGE_T0 )) s"; }
+
+stage "system packages"
+need=()
+[ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/javac ] || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || need+=(maven)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  else
+    echo "missing system packages: ${need[*]} (install them, e.g. with apt-get)" >&2
+    exit 1
+  fi
+fi
+done_stage
+
+stage "python venv"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+done_stage
+
+stage "official RocketMQ jars (Maven Central)"
+.venv/bin/python -c "from tools.reference.jars import ensure_jars; print(ensure_jars('5.3.3'))"
+done_stage
+
+if [ -f tools/peers/node/package.json ]; then
+  stage "node peer (ali-ons)"
+  (cd tools/peers/node && if [ -d node_modules ]; then echo "node_modules present"; else npm ci --no-audit --no-fund --loglevel=error; fi)
+  done_stage
+fi
+
+if [ -f tools/peers/cpp_peer.py ]; then
+  stage "C++ peer (PyPI rocketmq 0.4.4)"
+  .venv/bin/python -c "from tools.peers.cpp_peer import ensure_cpp_venv; print(ensure_cpp_venv())"
+  done_stage
+fi

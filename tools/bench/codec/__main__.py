@@ -1,0 +1,3 @@
+from tools.bench.codec.bench import main
+
+raise SystemExit(main())

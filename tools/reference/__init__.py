@@ -1,0 +1,1 @@
+"""The official Apache RocketMQ (Maven Central jars) as a test peer for rmqwire."""
