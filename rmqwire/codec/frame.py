@@ -173,12 +173,13 @@ def _ext_fields_of(header: HasExtFields | Mapping[str, str] | None) -> dict[str,
 
 # ---- JSON header ----------------------------------------------------------------------------------
 
-# fastjson escapes control characters; \b \t \n \f \r get their short forms and the rest \u00XX
-# with uppercase hex. Non-ASCII is written raw and "/" is not escaped.
-_JSON_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
+# fastjson escapes control characters, DEL and the JS line separators U+2028/U+2029; \b \t \n \f \r
+# get their short forms, the rest \uXXXX with uppercase hex. Other non-ASCII is written raw and "/"
+# is not escaped (golden vectors from the Java classes pin this).
+_JSON_ESCAPES = {i: f"\\u{i:04X}" for i in (*range(0x20), 0x7F, 0x2028, 0x2029)}
 _JSON_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
 _JSON_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
-_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\x7f\u2028\u2029]')
 
 
 def _json_str(s: str) -> str:

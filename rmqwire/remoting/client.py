@@ -57,6 +57,7 @@ class _ClientProtocol(RemotingProtocol):
 
     def connectionMade(self) -> None:
         super().connectionMade()
+        self.peer = self._addr  # name the peer as the caller did (errors quote it)
         self._client._connected(self._addr, self)
 
 
@@ -132,9 +133,13 @@ class RemotingClient:
                 return defer.fail(RemotingConnectError(f"cannot connect: {e}"))
             pending = self._connecting[addr] = _Connecting(None, [])
             self.log.debug("connecting to {addr}", addr=addr)
-            pending.connector = self.reactor.connectTCP(
-                host, port, _ClientFactory(self, addr), timeout=self.connect_timeout
-            )
+            try:
+                pending.connector = self.reactor.connectTCP(
+                    host, port, _ClientFactory(self, addr), timeout=self.connect_timeout
+                )
+            except Exception as e:
+                del self._connecting[addr]
+                return defer.fail(RemotingConnectError(f"connect to {addr} failed: {e}"))
         waiter: Deferred[RemotingProtocol] = Deferred(
             canceller=lambda d: pending.waiters.remove(d) if d in pending.waiters else None
         )
@@ -174,12 +179,17 @@ class RemotingClient:
     def close(self) -> Deferred[None]:
         """Stop connecting, close every connection; fire when all are gone."""
         self._closed = True
-        for pending in list(self._connecting.values()):
+        for addr, pending in list(self._connecting.items()):
             if pending.connector is not None:
                 try:
-                    pending.connector.stopConnecting()  # -> clientConnectionFailed -> waiters fail
+                    pending.connector.stopConnecting()
                 except Exception:  # already connected or failed: nothing to stop
                     pass
+            # the reactor may report the stopped attempt later, or never: fail the waiters now
+            if self._connecting.get(addr) is pending:
+                del self._connecting[addr]
+                for w in pending.waiters:
+                    w.errback(RemotingConnectError(f"connect to {addr} abandoned: client closed"))
         waits = [self.close_connection(addr) for addr in list(self._connections)]
         return defer.gatherResults(waits, consumeErrors=True).addCallback(lambda _: None)
 

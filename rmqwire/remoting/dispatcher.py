@@ -1,7 +1,7 @@
 """The processor table: request code -> handler, with the Java fallbacks for errors.
 
 A handler is ``handler(request, context)`` returning a RemotingCommand (the response), a Deferred
-of one, or None (no response, as a Java processor returning null). The fallbacks follow
+of one, or None (no response, as a Java processor returning null); ``async def`` handlers work too. The fallbacks follow
 ``NettyRemotingAbstract.processRequestCommand`` (shared/spec/wire-format.md section 7):
 
 - no handler for the code -> 3 REQUEST_CODE_NOT_SUPPORTED, remark ``" request type <code> not supported"``;
@@ -13,6 +13,7 @@ of one, or None (no response, as a Java processor returning null). The fallbacks
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeAlias
@@ -133,6 +134,7 @@ class Dispatcher:
             )))
         d: Deferred[RemotingCommand | None] = maybeDeferred(handler, request, context)
         # separate steps so that a bad return value (TypeError in _check) also becomes SYSTEM_ERROR
+        d.addCallback(_await_coroutine)
         d.addCallback(lambda result: self._check(request, result))
         d.addErrback(lambda failure: self._on_failure(request, context, failure))
         d.addCallback(lambda response: self._finish(request, response))
@@ -176,6 +178,13 @@ class Dispatcher:
             language=self.language,
             version=self.version,
         )
+
+
+def _await_coroutine(result: object) -> object:
+    """Let handlers be ``async def`` too."""
+    if inspect.iscoroutine(result):
+        return Deferred.fromCoroutine(result)
+    return result
 
 
 def _succeed(value: RemotingCommand | None) -> Deferred[RemotingCommand | None]:

@@ -1,0 +1,486 @@
+"""Reading and writing JSON the way Java's fastjson 1.2.83 does (RemotingSerializable bodies).
+
+fastjson's default output is not always JSON: non-string map keys are written unquoted
+(``{0:"127.0.0.1:10911"}``) and object keys as JSON objects (``{{"brokerName":...}:{...}}``).
+``loads`` accepts that, plus what fastjson's lenient reader accepts (unquoted identifier keys,
+single-quoted strings, ``\\x`` escapes, stray commas). Standard JSON goes through the stdlib
+``json`` C parser first; the hand-written scanner only runs when that fails.
+Spec: shared/spec/wire-format.md section 9.1.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rmqwire.errors import CodecError
+from rmqwire.model import MessageQueue
+
+__all__ = ["MAX_DEPTH", "FrozenObject", "dumps", "java_double", "loads"]
+
+#: fastjson refuses deeper nesting ("array level > 512"); so do we, without recursion.
+MAX_DEPTH = 512
+
+
+class FrozenObject(Mapping[str, Any]):
+    """An immutable, hashable JSON object: what a JSON-object map key parses into.
+
+    fastjson writes ``Map<MessageQueue, V>`` keys as objects; a Python dict key must be hashable.
+    Nested objects become FrozenObject and arrays tuples. Equality is dict equality (order-free);
+    iteration keeps the written order so re-encoding reproduces the input.
+    """
+
+    __slots__ = ("_d", "_h")
+
+    def __init__(self, items: Mapping[Any, Any] | Any = ()) -> None:
+        self._d: dict[Any, Any] = {k: _freeze(v) for k, v in dict(items).items()}
+        self._h: int | None = None
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __hash__(self) -> int:
+        if self._h is None:
+            self._h = hash(frozenset(self._d.items()))
+        return self._h
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenObject):
+            return self._d == other._d
+        if isinstance(other, Mapping):
+            return self._d == dict(other.items())
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"FrozenObject({self._d!r})"
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, FrozenObject):
+        return v
+    if isinstance(v, Mapping):
+        return FrozenObject(v)
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def loads(text: str | bytes | bytearray | memoryview) -> Any:
+    """Parse fastjson output (or any standard JSON) into Python values.
+
+    Objects become dicts (object-valued keys become FrozenObject, unquoted number keys int),
+    arrays lists, decimals float, integers int (any size). Raises CodecError with the offset
+    (in characters of the decoded text) on malformed input.
+    """
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CodecError(f"JSON body is not valid UTF-8: {e.reason}", offset=e.start) from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass  # not standard JSON (or too deep for the C parser): let the lenient scanner judge
+    return _Scanner(text).parse()
+
+
+_WS = frozenset(" \t\n\r\f\b")
+# fastjson writes 1.0E7 / 4.9E-324 and, with WriteClassName, type suffixes (1L, 1.5F, 2D ...).
+_NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?([LSBFD])?")
+_IDENT = re.compile(r"[A-Za-z_$][\w$.\-]*")
+_PLAIN_DQ = re.compile(r'[^"\\]*')
+_PLAIN_SQ = re.compile(r"[^'\\]*")
+_SIMPLE_ESCAPES = {
+    '"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "F": "\f", "n": "\n",
+    "r": "\r", "t": "\t", "v": "\x0b", "0": "\x00", "1": "\x01", "2": "\x02", "3": "\x03",
+    "4": "\x04", "5": "\x05", "6": "\x06", "7": "\x07",
+}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+# Frame states while inside an object.
+_EXPECT_KEY, _IN_KEY, _EXPECT_VALUE, _EXPECT_COMMA = range(4)
+
+
+class _Scanner:
+    """Iterative (explicit-stack) parser, so hostile nesting cannot raise RecursionError."""
+
+    __slots__ = ("s", "n", "pos")
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+        self.n = len(s)
+        self.pos = 0
+
+    def error(self, msg: str, pos: int | None = None) -> CodecError:
+        return CodecError(f"bad fastjson text: {msg}", offset=self.pos if pos is None else pos)
+
+    def skip_ws(self) -> str:
+        s, n, pos = self.s, self.n, self.pos
+        while pos < n and s[pos] in _WS:
+            pos += 1
+        self.pos = pos
+        return s[pos] if pos < n else ""
+
+    def parse(self) -> Any:
+        # Each frame is [container, is_object, state, pending_key].
+        stack: list[list[Any]] = []
+        value: Any = None
+        while True:
+            c = self.skip_ws()
+            if not c:
+                raise self.error("unexpected end of input")
+            top = stack[-1] if stack else None
+            if top is not None and top[1]:
+                state = top[2]
+                if state == _EXPECT_COMMA:
+                    if c == ",":
+                        self.pos += 1
+                        top[2] = _EXPECT_KEY
+                        continue
+                    if c == "}":
+                        self.pos += 1
+                        value = stack.pop()[0]
+                    else:
+                        raise self.error("expected ',' or '}' in object")
+                elif state == _EXPECT_KEY:
+                    if c == "}":
+                        self.pos += 1
+                        value = stack.pop()[0]
+                    elif c == ",":  # fastjson skips stray commas
+                        self.pos += 1
+                        continue
+                    elif c in "\"'":
+                        top[3] = self.string(c)
+                        self.colon()
+                        top[2] = _EXPECT_VALUE
+                        continue
+                    elif c == "-" or c.isdigit():
+                        top[3] = self.number()
+                        self.colon()
+                        top[2] = _EXPECT_VALUE
+                        continue
+                    elif c in "{[":
+                        top[2] = _IN_KEY
+                        self.open(stack, c)
+                        continue
+                    else:
+                        m = _IDENT.match(self.s, self.pos)
+                        if m is None:
+                            raise self.error("expected an object key")
+                        top[3] = m.group()
+                        self.pos = m.end()
+                        self.colon()
+                        top[2] = _EXPECT_VALUE
+                        continue
+                else:  # _EXPECT_VALUE
+                    if c in "{[":
+                        self.open(stack, c)
+                        continue
+                    value = self.scalar(c)
+            elif top is not None:  # inside an array
+                if c == "]":
+                    self.pos += 1
+                    value = stack.pop()[0]
+                elif c == ",":
+                    # Between elements, or a stray one: fastjson's reader skips both.
+                    self.pos += 1
+                    top[2] = _EXPECT_KEY
+                    continue
+                elif top[2] == _EXPECT_COMMA:
+                    raise self.error("expected ',' or ']' in array")
+                elif c in "{[":
+                    self.open(stack, c)
+                    continue
+                else:
+                    value = self.scalar(c)
+            else:  # top level
+                if c in "{[":
+                    self.open(stack, c)
+                    continue
+                value = self.scalar(c)
+            # A value is complete: hand it to the enclosing container.
+            while True:
+                if not stack:
+                    if self.skip_ws():
+                        raise self.error("trailing characters after the JSON value")
+                    return value
+                top = stack[-1]
+                if not top[1]:
+                    top[0].append(value)
+                    top[2] = _EXPECT_COMMA
+                    # Array after a value: the next token must be ',' or ']'.
+                    break
+                if top[2] == _IN_KEY:
+                    top[3] = _freeze(value)
+                    self.colon()
+                    top[2] = _EXPECT_VALUE
+                    break
+                try:
+                    top[0][top[3]] = value
+                except TypeError:  # pragma: no cover - keys are always frozen
+                    raise self.error("unhashable object key") from None
+                top[2] = _EXPECT_COMMA
+                break
+            continue
+
+    def open(self, stack: list[list[Any]], c: str) -> None:
+        if len(stack) >= MAX_DEPTH:
+            raise self.error(f"nesting deeper than {MAX_DEPTH}")
+        self.pos += 1
+        if c == "{":
+            stack.append([{}, True, _EXPECT_KEY, None])
+        else:
+            stack.append([[], False, _EXPECT_KEY, None])
+
+    def colon(self) -> None:
+        if self.skip_ws() != ":":
+            raise self.error("expected ':' after an object key")
+        self.pos += 1
+
+    def scalar(self, c: str) -> Any:
+        if c in "\"'":
+            return self.string(c)
+        if c == "-" or c.isdigit():
+            return self.number()
+        for word, val in (("null", None), ("true", True), ("false", False), ("undefined", None)):
+            if self.s.startswith(word, self.pos):
+                self.pos += len(word)
+                return val
+        raise self.error(f"unexpected character {c!r}")
+
+    def number(self) -> int | float:
+        m = _NUMBER.match(self.s, self.pos)
+        if m is None:
+            raise self.error("bad number")
+        start = self.pos
+        self.pos = m.end()
+        text = m.group()
+        if m.group(3):
+            text = text[:-1]
+        try:
+            if m.group(1) is not None or m.group(2) is not None or m.group(3) in ("F", "D"):
+                return float(text)
+            return int(text)
+        except ValueError:  # e.g. more digits than Python's int parsing limit
+            raise self.error("number out of range", start) from None
+
+    def string(self, quote: str) -> str:
+        s = self.s
+        start = self.pos
+        pos = start + 1
+        plain = _PLAIN_DQ if quote == '"' else _PLAIN_SQ
+        parts: list[str] = []
+        while True:
+            m = plain.match(s, pos)
+            assert m is not None  # the pattern matches the empty string
+            parts.append(m.group())
+            pos = m.end()
+            if pos >= self.n:
+                raise self.error("unterminated string", start)
+            if s[pos] == quote:
+                self.pos = pos + 1
+                return "".join(parts) if len(parts) > 1 else parts[0]
+            # backslash
+            if pos + 1 >= self.n:
+                raise self.error("unterminated string", start)
+            e = s[pos + 1]
+            if e in _SIMPLE_ESCAPES:
+                parts.append(_SIMPLE_ESCAPES[e])
+                pos += 2
+            elif e == "u":
+                h = s[pos + 2 : pos + 6]
+                if len(h) != 4 or not all(ch in _HEX for ch in h):
+                    raise self.error("bad \\u escape", pos)
+                cp = int(h, 16)
+                pos += 6
+                # Join a UTF-16 surrogate pair into one code point, as Java strings do implicitly.
+                if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", pos):
+                    h2 = s[pos + 2 : pos + 6]
+                    if len(h2) == 4 and all(ch in _HEX for ch in h2):
+                        lo = int(h2, 16)
+                        if 0xDC00 <= lo < 0xE000:
+                            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                            pos += 6
+                parts.append(chr(cp))
+            elif e == "x":
+                h = s[pos + 2 : pos + 4]
+                if len(h) != 2 or not all(ch in _HEX for ch in h):
+                    raise self.error("bad \\x escape", pos)
+                parts.append(chr(int(h, 16)))
+                pos += 4
+            else:
+                raise self.error(f"bad escape \\{e}", pos)
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+# fastjson's default escaping: control characters (short forms where they exist, else \u00XX with
+# uppercase hex), DEL, U+2028/U+2029, quote and backslash. Other non-ASCII is written raw.
+_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
+_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 0x7F: "\\u007F"})
+_ESCAPES.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
+_NEEDS_ESCAPE = re.compile('[\\x00-\\x1f"\\\\\\x7f\u2028\u2029]')
+
+
+def _quote(s: str) -> str:
+    if _NEEDS_ESCAPE.search(s) is None:
+        return f'"{s}"'
+    return '"' + s.translate(_ESCAPES) + '"'
+
+
+def java_double(x: float) -> str:
+    """A double as fastjson writes it: ``0.0``, ``1.5``, ``1.0E7``, ``1.0E-4``; NaN/Inf -> null.
+
+    Digits are Python's shortest round-trip repr; Java picks the layout (plain decimal for
+    1e-3 <= |x| < 1e7, otherwise ``d.dddE<exp>``). JDK 17's Double.toString may print an extra
+    digit for rare values (e.g. 4.9E-324 vs 5.0E-324); both parse to the same double.
+    """
+    if math.isnan(x) or math.isinf(x):
+        return "null"
+    a = abs(x)
+    if a == 0.0 or 1e-3 <= a < 1e7:
+        return repr(x)  # Python's layout equals Java's in this range
+    r = repr(a)
+    if "e" in r:
+        mant, _, exp_s = r.partition("e")
+        exp = int(exp_s)
+        digits = mant.replace(".", "")
+    else:  # Python prints 1e7 <= a < 1e16 and 1e-4 <= a < 1e-3 plainly
+        int_part, _, frac = r.partition(".")
+        if int_part != "0":
+            exp = len(int_part) - 1
+            digits = int_part + frac
+        else:
+            sig = frac.lstrip("0")
+            exp = -(len(frac) - len(sig) + 1)
+            digits = sig
+    digits = digits.rstrip("0") or "0"
+    out = f"{digits[0]}.{digits[1:] or '0'}E{exp}"
+    return "-" + out if x < 0 else out
+
+
+def dumps(obj: Any, *, standard: bool = True) -> str:
+    """Write ``obj`` as JSON that Java's fastjson reads.
+
+    ``standard=True``: strict JSON (non-string keys quoted, object keys such as MessageQueue
+    written as a JSON string holding the object), via the stdlib encoder where possible.
+    ``standard=False``: fastjson's default style, byte for byte (unquoted non-string keys, object
+    keys as objects, Java double layout, fastjson's string escaping) for golden comparisons.
+    Map order is the mapping's iteration order; values may be dicts, lists/tuples/sets, str,
+    int, float, bool, None, enums (by name), MessageQueue, FrozenObject or objects with a
+    ``to_fastjson()`` method returning such a tree.
+    """
+    if standard:
+        try:
+            return json.dumps(
+                obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                check_circular=False, default=_std_default,
+            )
+        except (TypeError, ValueError, RecursionError):
+            pass  # object keys, NaN, deep trees or exotic types: the writer below decides
+    out: list[str] = []
+    _write(obj, out, standard, 0)
+    return "".join(out)
+
+
+def _std_default(o: Any) -> Any:
+    if isinstance(o, enum.Enum):
+        return o.name
+    if isinstance(o, (set, frozenset)):
+        return list(o)
+    if isinstance(o, FrozenObject):
+        return o._d
+    if isinstance(o, MessageQueue):
+        return _mq_tree(o)
+    to = getattr(o, "to_fastjson", None)
+    if to is not None:
+        return to()
+    raise TypeError(type(o).__name__)
+
+
+def _mq_tree(mq: MessageQueue) -> dict[str, Any]:
+    return {"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic}
+
+
+def _write(o: Any, out: list[str], standard: bool, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise CodecError(f"cannot encode: nesting deeper than {MAX_DEPTH}")
+    if o is None:
+        out.append("null")
+    elif isinstance(o, str):
+        out.append(_quote(o))
+    elif o is True:
+        out.append("true")
+    elif o is False:
+        out.append("false")
+    elif isinstance(o, int):
+        out.append(int.__repr__(o))
+    elif isinstance(o, float):
+        out.append(java_double(o))
+    elif isinstance(o, Mapping):
+        out.append("{")
+        first = True
+        for k, v in o.items():
+            if first:
+                first = False
+            else:
+                out.append(",")
+            _write_key(k, out, standard, depth)
+            out.append(":")
+            _write(v, out, standard, depth + 1)
+        out.append("}")
+    elif isinstance(o, (list, tuple, set, frozenset)):
+        out.append("[")
+        first = True
+        for v in o:
+            if first:
+                first = False
+            else:
+                out.append(",")
+            _write(v, out, standard, depth + 1)
+        out.append("]")
+    elif isinstance(o, enum.Enum):
+        out.append(_quote(o.name))
+    elif isinstance(o, MessageQueue):
+        _write(_mq_tree(o), out, standard, depth)
+    else:
+        to = getattr(o, "to_fastjson", None)
+        if to is None:
+            raise CodecError(f"cannot encode a {type(o).__name__} as JSON")
+        _write(to(), out, standard, depth)
+
+
+def _write_key(k: Any, out: list[str], standard: bool, depth: int) -> None:
+    if isinstance(k, str):
+        out.append(_quote(k))
+        return
+    if isinstance(k, MessageQueue):
+        k = _mq_tree(k)
+    if isinstance(k, enum.Enum):
+        out.append(_quote(k.name))
+        return
+    if isinstance(k, (int, float)) or k is None:  # int covers bool
+        text = "null" if k is None else ("true" if k is True else "false" if k is False else None)
+        if text is None:
+            text = int.__repr__(k) if isinstance(k, int) else java_double(k)
+        out.append(f'"{text}"' if standard else text)
+        return
+    sub: list[str] = []
+    _write(k, sub, standard, depth + 1)
+    text = "".join(sub)
+    # Java reads a string key holding JSON back into the object key (spec 9.1).
+    out.append(_quote(text) if standard else text)

@@ -1,0 +1,157 @@
+"""Offset message ids, client unique ids (UNIQ_KEY) and client ids (wire-format.md 10.7)."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqwire.codec.ids import (
+    OffsetMessageId,
+    UniqueIdGenerator,
+    build_client_id,
+    create_offset_msg_id,
+    instance_name_for_pid,
+    ip_from_id,
+    nearly_time_from_id,
+    parse_offset_msg_id,
+    parse_unique_id,
+)
+from rmqwire.errors import CodecError
+
+
+def _local_ms(*args) -> int:
+    return int(datetime.datetime(*args).timestamp()) * 1000
+
+
+def test_spec_offset_msg_id():
+    assert create_offset_msg_id(("192.168.0.20", 10911), 1234) == "C0A8001400002A9F00000000000004D2"
+    assert parse_offset_msg_id("C0A8001400002A9F00000000000004D2") == OffsetMessageId(
+        ("192.168.0.20", 10911), 1234
+    )
+    assert parse_offset_msg_id("c0a8001400002a9f00000000000004d2").commit_log_offset == 1234
+
+
+def test_ipv6_offset_msg_id_is_56_chars():
+    mid = create_offset_msg_id(("fe80::2", 10911), 1 << 33)
+    assert mid == "FE80000000000000000000000000000200002A9F0000000200000000"  # as Java printed it
+    assert parse_offset_msg_id(mid) == OffsetMessageId(("fe80::2", 10911), 1 << 33)
+
+
+@pytest.mark.parametrize("bad", ["", "XYZ", "C0A8", "C0A8001400002A9F00000000000004D2AB", "G" * 32])
+def test_bad_offset_msg_ids(bad):
+    with pytest.raises(CodecError):
+        parse_offset_msg_id(bad)
+
+
+ipv4 = st.binary(min_size=4, max_size=4).map(lambda b: socket.inet_ntop(socket.AF_INET, b))
+ipv6 = st.binary(min_size=16, max_size=16).map(lambda b: socket.inet_ntop(socket.AF_INET6, b))
+
+
+@settings(max_examples=200)
+@given(st.one_of(ipv4, ipv6), st.integers(0, 65535), st.integers(-(2**63), 2**63 - 1))
+def test_offset_msg_id_round_trip(ip, port, offset):
+    mid = create_offset_msg_id((ip, port), offset)
+    assert len(mid) == (56 if ":" in ip else 32) and mid == mid.upper()
+    assert parse_offset_msg_id(mid) == OffsetMessageId((ip, port), offset)
+
+
+def test_spec_uniq_key_parses():
+    info = parse_unique_id("C0A8000A1F9018B4AAC2000000000000")
+    assert (info.ip, info.pid, info.hash_code, info.span_ms, info.counter) == (
+        "192.168.0.10", 0x1F90, 0x18B4AAC2, 0, 0
+    )
+
+
+def test_generator_layout_and_counter_wrap():
+    now = _local_ms(2024, 3, 15, 12, 0, 0)
+    gen = UniqueIdGenerator("10.1.2.3", pid=0x12345, hash_code=0xCAFEBABE, clock=lambda: now,
+                            counter_start=0xFFFF)
+    a, b = gen.next_id(), gen()
+    span = now - _local_ms(2024, 3, 1)
+    assert a == f"0A010203" f"2345" f"CAFEBABE" f"{span:08X}" "FFFF"
+    assert b.endswith("0000") and len(b) == 32
+    info = parse_unique_id(a)
+    assert (info.ip, info.pid, info.hash_code, info.span_ms, info.counter) == (
+        "10.1.2.3", 0x2345, 0xCAFEBABE, span, 0xFFFF
+    )
+    assert ip_from_id(a) == "10.1.2.3"
+
+
+def test_ipv6_unique_id_is_56_chars():
+    gen = UniqueIdGenerator("2001:db8::1", pid=1, hash_code=2, clock=lambda: _local_ms(2024, 1, 2))
+    uid = gen()
+    assert len(uid) == 56 and parse_unique_id(uid).ip == "2001:db8::1"
+
+
+def test_generator_without_ip_uses_javas_fake_ip():
+    now = 0x0123456789AB
+    uid = UniqueIdGenerator(pid=1, hash_code=2, clock=lambda: now)()
+    assert uid.startswith("456789AB")
+
+
+def test_month_rollover_resets_the_span():
+    t = [_local_ms(2024, 1, 31, 23, 59, 59)]
+    gen = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: t[0])
+    first = parse_unique_id(gen()).span_ms
+    t[0] = _local_ms(2024, 2, 1, 0, 0, 1)
+    second = parse_unique_id(gen()).span_ms
+    assert first == 30 * 86400_000 + 86399_000 and second == 1000
+
+
+def test_clock_step_back_is_clamped_like_java():
+    t = [_local_ms(2024, 5, 1, 0, 0, 10)]
+    gen = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: t[0])
+    t[0] -= 20_000  # 10 s before the month's start
+    assert parse_unique_id(gen()).span_ms == 0
+
+
+def test_nearly_time_like_java():
+    made = _local_ms(2024, 3, 15, 12, 0, 0)
+    uid = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: made)()
+    assert nearly_time_from_id(uid, now_ms=made + 5000) == made
+    # read back in the next month: still this month's time
+    assert nearly_time_from_id(uid, now_ms=_local_ms(2024, 4, 2)) == made
+    # read "before" it was made in the same month: Java assumes the previous month
+    assert nearly_time_from_id(uid, now_ms=_local_ms(2024, 3, 10)) == _local_ms(2024, 2, 15, 12, 0, 0)
+
+
+def test_generator_is_thread_safe():
+    gen = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2)
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def work():
+        ids = [gen() for _ in range(2000)]
+        with lock:
+            seen.extend(ids)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    counters = sorted(parse_unique_id(u).counter for u in seen)
+    assert counters == list(range(8000))
+
+
+def test_bad_unique_ids():
+    for bad in ("", "00", "Z" * 32, "0" * 40):
+        with pytest.raises(CodecError):
+            parse_unique_id(bad)
+    with pytest.raises(CodecError):
+        UniqueIdGenerator("not-an-ip")
+
+
+def test_client_id():
+    assert build_client_id("10.0.0.1", "inst") == "10.0.0.1@inst"
+    assert build_client_id("10.0.0.1", "inst", "unit") == "10.0.0.1@inst@unit"
+    assert build_client_id("10.0.0.1", "inst", "  ", stream=True) == "10.0.0.1@inst@STREAM"
+    assert instance_name_for_pid("mine") == "mine"
+    pid_name = instance_name_for_pid("DEFAULT", pid=4242)
+    pid, nanos = pid_name.split("#")
+    assert pid == "4242" and nanos.isdigit()

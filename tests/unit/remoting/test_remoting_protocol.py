@@ -1,0 +1,414 @@
+"""RemotingProtocol on in-memory transports with a fake clock (no real I/O, no global reactor)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.error import ConnectionDone
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.logger import LogLevel
+from twisted.python.failure import Failure
+from twisted.test import iosim
+from twisted.trial.unittest import SynchronousTestCase
+
+from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, SerializeType, encode_frame
+from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode
+from rmqwire.errors import ConnectionLostError, LocalProtocolError, RemotingTimeoutError
+from rmqwire.remoting.dispatcher import Dispatcher, RequestContext
+from rmqwire.remoting.protocol import RemotingProtocol
+
+_sync = SynchronousTestCase()
+PEER = IPv4Address("TCP", "10.0.0.1", 10911)
+ROUTE = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"})
+
+
+class Harness:
+    """A protocol on a StringTransport with a Clock."""
+
+    def __init__(self, dispatcher: Dispatcher | None = None, **kwargs: Any) -> None:
+        self.clock = Clock()
+        self.proto = RemotingProtocol(self.clock, dispatcher, **kwargs)
+        self.tr = StringTransport(peerAddress=PEER)
+        self.proto.makeConnection(self.tr)
+
+    def sent(self) -> list[RemotingCommand]:
+        data = self.tr.value()
+        self.tr.clear()
+        return FrameDecoder().feed(data)
+
+    def feed(self, cmd: RemotingCommand, stype: SerializeType = SerializeType.JSON) -> None:
+        self.proto.dataReceived(encode_frame(cmd, stype))
+
+    def lose(self) -> None:
+        self.proto.connectionLost(Failure(ConnectionDone("closed by test")))
+
+
+def pair(
+    server_dispatcher: Dispatcher | None = None,
+    client_dispatcher: Dispatcher | None = None,
+    **kwargs: Any,
+) -> tuple[RemotingProtocol, RemotingProtocol, iosim.IOPump, Clock]:
+    clock = Clock()
+    server = RemotingProtocol(clock, server_dispatcher, **kwargs)
+    client = RemotingProtocol(clock, client_dispatcher, **kwargs)
+    pump = iosim.connect(
+        server, iosim.makeFakeServer(server), client, iosim.makeFakeClient(client), greet=False, clock=clock
+    )
+    return server, client, pump, clock
+
+
+def echo(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+    return cmd.response_to(0, remark=f"echo {cmd.code} from {ctx.peer}", body=cmd.body)
+
+
+# ---- request / response ---------------------------------------------------------------------------
+
+
+def test_invoke_writes_request_and_fires_with_response() -> None:
+    h = Harness()
+    d = h.proto.invoke(ROUTE, timeout=3.0)
+    (req,) = h.sent()
+    assert req == ROUTE.with_opaque(0)
+    _sync.assertNoResult(d)
+    h.feed(req.response_to(0, body=b"route"))
+    resp = _sync.successResultOf(d)
+    assert (resp.opaque, resp.body, resp.is_response) == (0, b"route", True)
+    assert h.proto.pending_count == 0
+    # only the idle timer is left; the call's timeout timer was cancelled
+    assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_check_idle"]
+
+
+def test_responses_out_of_order_match_by_opaque() -> None:
+    h = Harness()
+    d1, d2 = h.proto.invoke(ROUTE, 3), h.proto.invoke(ROUTE, 3)
+    r1, r2 = h.sent()
+    h.feed(r2.response_to(0, remark="two"))
+    h.feed(r1.response_to(0, remark="one"))
+    assert (_sync.successResultOf(d1).remark, _sync.successResultOf(d2).remark) == ("one", "two")
+
+
+def test_pair_request_response() -> None:
+    server, client, pump, _ = pair(Dispatcher({105: echo}))
+    d = client.invoke(RemotingCommand.request(105, {"topic": "T"}, b"payload"), 3.0)
+    pump.flush()
+    resp = _sync.successResultOf(d)
+    assert resp.code == 0 and resp.body == b"payload" and resp.remark.startswith("echo 105 from ")
+    assert resp.language == LanguageCode.JAVA and resp.version == 479
+
+
+# ---- timeouts --------------------------------------------------------------------------------------
+
+
+def test_timeout_fails_with_clear_message_and_late_response_is_dropped(log_events) -> None:
+    h = Harness()
+    d = h.proto.invoke(ROUTE, timeout=3.0)
+    (req,) = h.sent()
+    h.clock.advance(2.999)
+    _sync.assertNoResult(d)
+    h.clock.advance(0.001)
+    err = _sync.failureResultOf(d, RemotingTimeoutError).value
+    assert str(err) == (
+        "request GET_ROUTEINFO_BY_TOPIC(105) opaque 0 to 10.0.0.1:10911 timed out after 3 s"
+    )
+    assert h.proto.pending_count == 0 and h.proto.connection.pending == {}
+    h.feed(req.response_to(0))  # late: logged and dropped, no exception
+    warnings = log_events.at(LogLevel.warn)
+    assert len(warnings) == 1 and warnings[0]["opaque"] == 0
+    assert "no pending request" in warnings[0]["log_format"]
+    assert h.proto.is_open
+
+
+def test_each_call_has_its_own_timeout() -> None:
+    h = Harness()
+    short, long_ = h.proto.invoke(ROUTE, 1.0), h.proto.invoke(ROUTE, 5.0)
+    h.clock.advance(1.0)
+    _sync.failureResultOf(short, RemotingTimeoutError)
+    _sync.assertNoResult(long_)
+    h.clock.advance(4.0)
+    _sync.failureResultOf(long_, RemotingTimeoutError)
+
+
+def test_cancel_forgets_the_call() -> None:
+    h = Harness()
+    d = h.proto.invoke(ROUTE, 3.0)
+    (req,) = h.sent()
+    d.cancel()
+    _sync.failureResultOf(d, CancelledError)
+    assert h.proto.pending_count == 0 and h.proto.connection.pending == {}
+    assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_check_idle"]
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0])
+def test_non_positive_timeout_is_refused(timeout: float) -> None:
+    h = Harness()
+    _sync.failureResultOf(h.proto.invoke(ROUTE, timeout), ValueError)
+    assert h.tr.value() == b""
+
+
+# ---- oneway ---------------------------------------------------------------------------------------
+
+
+def test_invoke_oneway_sets_flag_and_keeps_nothing_pending() -> None:
+    h = Harness()
+    d = h.proto.invoke_oneway(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {"q": "1"}))
+    assert _sync.successResultOf(d) is None
+    (sent,) = h.sent()
+    assert sent.flag == FLAG_ONEWAY and sent.code == 15
+    assert h.proto.pending_count == 0
+
+
+def test_invoke_refuses_oneway_command() -> None:
+    h = Harness()
+    oneway = RemotingCommand.request(RequestCode.HEART_BEAT, oneway=True)
+    _sync.failureResultOf(h.proto.invoke(oneway, 3), LocalProtocolError)
+
+
+def test_oneway_request_from_peer_gets_no_reply_even_for_unknown_code_or_error() -> None:
+    handled: list[int] = []
+
+    def boom(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        handled.append(cmd.code)
+        raise RuntimeError("boom")
+
+    h = Harness(Dispatcher({39: boom, 40: lambda c, x: handled.append(c.code) or c.response_to(0)}))
+    for code in (39, 40, 9999):
+        h.feed(RemotingCommand.request(code, oneway=True, opaque=5))
+    assert handled == [39, 40]
+    assert h.tr.value() == b""
+
+
+# ---- errors -----------------------------------------------------------------------------------------
+
+
+def test_unknown_code_answered_with_exact_java_remark() -> None:
+    h = Harness()
+    h.feed(RemotingCommand.request(9999, opaque=12))
+    (resp,) = h.sent()
+    assert (resp.code, resp.opaque, resp.flag) == (3, 12, FLAG_RESPONSE)
+    assert resp.remark == " request type 9999 not supported"
+
+
+def test_unknown_code_remark_on_the_wire_json() -> None:
+    h = Harness()
+    h.feed(RemotingCommand.request(9999, opaque=12))
+    assert h.tr.value()[8:] == (
+        b'{"code":3,"flag":1,"language":"JAVA","opaque":12,'
+        b'"remark":" request type 9999 not supported","serializeTypeCurrentRPC":"JSON","version":479}'
+    )
+
+
+def test_handler_error_answered_with_system_error() -> None:
+    def handler(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        raise ZeroDivisionError("division by zero")
+
+    h = Harness(Dispatcher({105: handler}))
+    h.feed(ROUTE.with_opaque(3))
+    (resp,) = h.sent()
+    assert resp.code == 1 and resp.opaque == 3
+    assert resp.remark.startswith("ZeroDivisionError: division by zero, handler(test_remoting_protocol.py:")
+
+
+def test_framing_error_closes_without_reply(log_events) -> None:
+    h = Harness(Dispatcher({105: echo}))
+    pending = h.proto.invoke(ROUTE, 3.0)
+    h.tr.clear()
+    # a frame whose header word names serialize type 7: Java's NettyDecoder closes the channel
+    h.proto.dataReceived(b"\x00\x00\x00\x08\x07\x00\x00\x00\x00\x00\x00\x00")
+    assert h.tr.disconnecting
+    assert h.tr.value() == b""
+    h.feed(ROUTE)  # ignored after the error
+    assert h.tr.value() == b""
+    assert any("closing connection" in f for f in log_events.formats(LogLevel.warn))
+    _sync.assertNoResult(pending)
+    h.lose()
+    _sync.failureResultOf(pending, ConnectionLostError)
+
+
+def test_oversize_frame_closes_connection() -> None:
+    h = Harness(max_frame_length=1024)
+    h.proto.dataReceived(b"\x00\x01\x00\x00")
+    assert h.tr.disconnecting and h.tr.value() == b""
+
+
+# ---- connection loss --------------------------------------------------------------------------------
+
+
+def test_connection_lost_fails_all_pending_and_cancels_timers() -> None:
+    h = Harness()
+    calls = [h.proto.invoke(ROUTE, 3.0) for _ in range(3)]
+    closed = h.proto.when_closed()
+    h.lose()
+    for i, d in enumerate(calls):
+        err = _sync.failureResultOf(d, ConnectionLostError).value
+        assert f"opaque {i} was pending" in str(err) and "10.0.0.1:10911" in str(err)
+        assert "GET_ROUTEINFO_BY_TOPIC(105)" in str(err)
+    assert h.clock.getDelayedCalls() == []
+    assert _sync.successResultOf(closed) is None
+    assert _sync.successResultOf(h.proto.when_closed()) is None
+    # no sends after loss
+    _sync.failureResultOf(h.proto.invoke(ROUTE, 3.0), ConnectionLostError)
+    _sync.failureResultOf(h.proto.invoke_oneway(ROUTE), ConnectionLostError)
+
+
+def test_response_from_slow_handler_after_loss_is_dropped(log_events) -> None:
+    later: Deferred[RemotingCommand] = Deferred()
+    h = Harness(Dispatcher({105: lambda c, x: later}))
+    h.feed(ROUTE.with_opaque(1))
+    h.lose()
+    later.callback(ROUTE.with_opaque(1).response_to(0))
+    assert h.tr.value() == b""
+    assert any("dropping response" in f for f in log_events.formats(LogLevel.warn))
+
+
+def test_pair_connection_loss_reaches_both_sides() -> None:
+    server, client, pump, _ = pair(Dispatcher({105: lambda c, x: Deferred()}))
+    d = client.invoke(ROUTE, 3.0)
+    pump.flush()
+    server.close()
+    pump.flush()
+    _sync.failureResultOf(d, ConnectionLostError)
+    assert not client.is_open and not server.is_open
+
+
+# ---- idle timeout -----------------------------------------------------------------------------------
+
+
+def test_idle_timeout_closes_after_120s_of_silence() -> None:
+    h = Harness()
+    h.clock.advance(119.9)
+    assert not h.tr.disconnecting
+    h.clock.advance(0.1)
+    assert h.tr.disconnecting
+    h.lose()
+    assert h.clock.getDelayedCalls() == []
+
+
+def test_reads_and_writes_both_reset_idle_timer() -> None:
+    h = Harness(Dispatcher({105: echo}), idle_timeout=10.0)
+    h.clock.advance(8)
+    h.feed(ROUTE)  # read (and the write of the reply) at t=8
+    h.clock.advance(9)  # t=17
+    assert not h.tr.disconnecting
+    h.proto.invoke_oneway(ROUTE)  # write only, at t=17
+    h.clock.advance(9.9)  # t=26.9
+    assert not h.tr.disconnecting
+    h.clock.advance(0.1)  # t=27: 10 s after the last write
+    assert h.tr.disconnecting
+
+
+def test_idle_timeout_can_be_disabled() -> None:
+    h = Harness(idle_timeout=None)
+    assert h.clock.getDelayedCalls() == []
+    with pytest.raises(ValueError):
+        RemotingProtocol(Clock(), idle_timeout=0)
+
+
+def test_idle_close_fails_pending_calls_before_their_timeout() -> None:
+    h = Harness(idle_timeout=5.0)
+    d = h.proto.invoke(ROUTE, 60.0)
+    h.clock.advance(5.0)
+    assert h.tr.disconnecting
+    h.lose()
+    _sync.failureResultOf(d, ConnectionLostError)
+
+
+# ---- both directions ------------------------------------------------------------------------------
+
+
+def test_peer_initiated_request_answered_on_client_connection() -> None:
+    """A broker calls GET_CONSUMER_RUNNING_INFO (307) on the client's own connection."""
+
+    def running_info(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return cmd.response_to(0, body=b'{"properties":{}}')
+
+    client_table = Dispatcher({RequestCode.GET_CONSUMER_RUNNING_INFO: running_info}, language=LanguageCode.PYTHON)
+    broker, client, pump, _ = pair(Dispatcher({105: lambda c, x: Deferred()}), client_table)
+    # both sides have a call in flight with the same opaque 0: flags keep them apart
+    client_call = client.invoke(ROUTE, 3.0)
+    broker_call = broker.invoke(RemotingCommand.request(307, {"consumerGroup": "g", "clientId": "c"}), 3.0)
+    pump.flush()
+    resp = _sync.successResultOf(broker_call)
+    assert (resp.code, resp.body, resp.language, resp.opaque) == (0, b'{"properties":{}}', LanguageCode.PYTHON, 0)
+    _sync.assertNoResult(client_call)
+
+
+def test_handler_can_call_back_through_its_channel() -> None:
+    def handler(cmd: RemotingCommand, ctx: RequestContext) -> Deferred[RemotingCommand]:
+        assert ctx.channel is not None
+        back = ctx.channel.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO), 3.0)
+        return back.addCallback(lambda r: cmd.response_to(0, remark=f"client said {r.remark}"))
+
+    client_table = Dispatcher({307: lambda c, x: c.response_to(0, remark="hi")})
+    server, client, pump, _ = pair(Dispatcher({105: handler}), client_table)
+    d = client.invoke(ROUTE, 3.0)
+    pump.flush()
+    assert _sync.successResultOf(d).remark == "client said hi"
+
+
+# ---- serialize types ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("request_type", list(SerializeType))
+@pytest.mark.parametrize("response_type", [None, *SerializeType])
+def test_response_serialize_type_modes(request_type: SerializeType, response_type: SerializeType | None) -> None:
+    h = Harness(Dispatcher({105: echo}), response_serialize_type=response_type)
+    h.feed(ROUTE, request_type)
+    frame = h.tr.value()
+    assert frame[4] == (request_type if response_type is None else response_type)
+    (resp,) = h.sent()
+    assert resp.code == 0 and resp.is_response
+
+
+@pytest.mark.parametrize("stype", list(SerializeType))
+def test_outgoing_serialize_type_and_pair(stype: SerializeType) -> None:
+    seen: list[SerializeType] = []
+
+    def handler(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        seen.append(cmd.serialize_type)
+        return echo(cmd, ctx)
+
+    server, client, pump, _ = pair(Dispatcher({105: handler}), serialize_type=stype)
+    d = client.invoke(ROUTE, 3.0)
+    pump.flush()
+    assert seen == [stype]  # the request went out in the configured type
+    assert _sync.successResultOf(d).serialize_type == stype  # 4.x mode: answered in kind
+
+
+def test_client_default_language_is_python_on_requests() -> None:
+    h = Harness()
+    h.proto.invoke(ROUTE, 1.0).addErrback(lambda f: None)
+    (req,) = h.sent()
+    assert req.language == LanguageCode.PYTHON
+    h.clock.advance(1.0)
+
+
+# ---- byte boundaries ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stype", list(SerializeType))
+def test_request_split_at_every_byte_boundary(stype: SerializeType) -> None:
+    data = encode_frame(RemotingCommand.request(105, {"topic": "T"}, b"body", opaque=4), stype)
+    for cut in range(len(data) + 1):
+        h = Harness(Dispatcher({105: echo}))
+        h.proto.dataReceived(data[:cut])
+        if cut < len(data):
+            assert h.tr.value() == b""
+        h.proto.dataReceived(data[cut:])
+        (resp,) = h.sent()
+        assert resp.opaque == 4 and resp.body == b"body", cut
+
+
+def test_response_split_at_every_byte_boundary() -> None:
+    resp_bytes = encode_frame(RemotingCommand(code=0, opaque=0, flag=FLAG_RESPONSE, body=b"xyz"))
+    for cut in range(len(resp_bytes) + 1):
+        h = Harness()
+        d = h.proto.invoke(ROUTE, 3.0)
+        h.proto.dataReceived(resp_bytes[:cut])
+        if cut < len(resp_bytes):
+            _sync.assertNoResult(d)
+        h.proto.dataReceived(resp_bytes[cut:])
+        assert _sync.successResultOf(d).body == b"xyz", cut

@@ -1,0 +1,56 @@
+"""Create a topic on a broker and wait until the NameServer serves its route (test set-up only).
+
+Interop tests create their topics explicitly (UPDATE_AND_CREATE_TOPIC, code 17, sent straight to
+the broker) instead of relying on auto-creation through TBW102, so queue counts are known and no
+client races the broker's periodic re-registration. Requests go through the blocking one-shot
+helper of the reference-cluster tooling (tools.reference.wire).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rmqwire.codec import RequestCode, ResponseCode
+from tools.reference import wire
+
+PERM_READ_WRITE = 6  # PermName.PERM_READ | PermName.PERM_WRITE
+
+
+class TopicSetupError(RuntimeError):
+    pass
+
+
+def create_topic(broker_addr: str, topic: str, *, queues: int = 4, order: bool = False,
+                 namesrv_addr: str | None = None, timeout: float = 30.0) -> None:
+    """Create (or update) ``topic`` with ``queues`` read and write queues on one broker.
+
+    With ``namesrv_addr``, also wait until the NameServer returns a route with those queues.
+    """
+    header = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": str(PERM_READ_WRITE),
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "true" if order else "false",
+    }
+    resp = wire.request(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
+    if resp.code != ResponseCode.SUCCESS:
+        raise TopicSetupError(f"create topic {topic} on {broker_addr}: code {resp.code} {resp.remark}")
+    if namesrv_addr is not None:
+        wait_for_route(namesrv_addr, topic, queues=queues, timeout=timeout)
+
+
+def wait_for_route(namesrv_addr: str, topic: str, *, queues: int = 1,
+                   timeout: float = 30.0) -> wire.TopicRoute:
+    """Poll the NameServer until ``topic`` has a route with at least ``queues`` write queues."""
+    deadline = time.monotonic() + timeout
+    while True:
+        route = wire.get_route_info(namesrv_addr, topic)
+        if route is not None and sum(q.write_queue_nums for q in route.queue_datas) >= queues:
+            return route
+        if time.monotonic() >= deadline:
+            raise TopicSetupError(f"no route with {queues} queues for {topic} after {timeout:.0f} s")
+        time.sleep(0.2)
