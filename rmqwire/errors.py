@@ -16,6 +16,8 @@ class CodecError(RmqwireError, ValueError):
     def __init__(self, message: str, *, offset: int | None = None) -> None:
         super().__init__(message if offset is None else f"{message} (at byte {offset})")
         self.offset = offset
+        #: Frames decoded before the error in the same FrameDecoder.feed call.
+        self.frames: list = []
 
 
 class FrameTooLargeError(CodecError):
@@ -51,7 +53,14 @@ class LocalProtocolError(ProtocolError):
 
 
 class RemoteProtocolError(ProtocolError):
-    """The peer sent bytes we cannot accept; the connection must be closed without a reply."""
+    """The peer sent bytes we cannot accept; the connection must be closed without a reply.
+
+    ``events`` holds what the good frames before the bad bytes produced; they are still handled.
+    """
+
+    def __init__(self, message: str, events: list | None = None) -> None:
+        super().__init__(message)
+        self.events = events or []
 
 
 class RemotingError(RmqwireError):

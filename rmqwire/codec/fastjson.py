@@ -93,8 +93,67 @@ def loads(text: str | bytes | bytearray | memoryview) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
-        pass  # not standard JSON (or too deep for the C parser): let the lenient scanner judge
+        pass  # not standard JSON (or too deep for the C parser)
+    fast = _loads_rewritten(text)
+    if fast is not _NO_RESULT:
+        return fast
     return _Scanner(text).parse()
+
+
+def loads_lenient(text: str) -> Any:
+    """``loads`` for text already known not to be standard JSON (skips the stdlib attempt)."""
+    fast = _loads_rewritten(text)
+    if fast is not _NO_RESULT:
+        return fast
+    return _Scanner(text).parse()
+
+
+# fastjson's two usual departures from JSON (unquoted integer keys, flat object keys) are
+# rewritten into sentinel-marked string keys so the C parser can still do the work; a hook
+# restores the keys. String literals are matched first so their contents are never touched.
+# An object followed by ':' can only be a key. Anything else falls through to the scanner.
+_KEY_REWRITE = re.compile(
+    r""""(?:[^"\\]|\\.)*"|(?<=[{,])(\s*)(?:(-?\d+)|(\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*\}))(?=\s*:)""",
+    re.S,
+)
+_SENTINEL = "\x00"
+_NO_RESULT = object()
+
+
+def _rewrite_key(m: re.Match[str]) -> str:
+    ws = m.group(1)
+    if ws is None:
+        return m.group()  # a string literal
+    key = m.group(2) or m.group(3)
+    return f'{ws}"\\u0000{json.dumps(key, ensure_ascii=False)[1:]}'
+
+
+def _restore_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
+    d: dict[Any, Any] = {}
+    for k, v in pairs:
+        if k[:1] == _SENTINEL:
+            rest = k[1:]
+            if rest[:1] == "{":
+                obj = loads(rest)
+                if not isinstance(obj, dict):  # pragma: no cover - the regex only takes objects
+                    raise CodecError("bad object key")
+                k = FrozenObject(obj)
+            else:
+                k = int(rest)
+        d[k] = v
+    return d
+
+
+def _loads_rewritten(text: str) -> Any:
+    if "\\u0000" in text:
+        return _NO_RESULT  # a real key could start with the sentinel: let the scanner decide
+    rewritten = _KEY_REWRITE.sub(_rewrite_key, text)
+    if "\\u0000" not in rewritten:
+        return _NO_RESULT  # no key was rewritten: the problem is elsewhere
+    try:
+        return json.loads(rewritten, object_pairs_hook=_restore_keys)
+    except (ValueError, RecursionError):  # CodecError is a ValueError too
+        return _NO_RESULT
 
 
 _WS = frozenset(" \t\n\r\f\b")

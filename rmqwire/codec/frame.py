@@ -449,7 +449,9 @@ class FrameDecoder:
     """Incremental frame reassembly over arbitrary chunk boundaries (sans-IO).
 
     An oversize length prefix is rejected as soon as its 4 bytes arrive, before any buffering.
-    After a CodecError the stream is unusable (the caller closes the connection, as Java does).
+    After a CodecError the stream is unusable (the caller closes the connection, as Java does);
+    the error's ``frames`` attribute holds the good frames decoded before the bad one in the same
+    ``feed`` call, which Java would still have handed to its processors.
     """
 
     def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
@@ -483,6 +485,7 @@ class FrameDecoder:
                 out.append(decode_frame_payload(memoryview(buf)[pos + 4 : pos + 4 + length]))
                 pos += 4 + length
         except CodecError as e:
+            e.frames = out
             self._failed = e
             self._buf = bytearray()
             raise

@@ -89,6 +89,8 @@ _JAVA_DOUBLE_RE = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+
 
 
 def _parse_int(value: str, lo: int, hi: int) -> int:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
     if not (value.isascii() and value.isdigit()):  # fast path: plain ASCII digits
         if _JAVA_INT_RE.fullmatch(value) is None or any(ord(c) > 0xFFFF for c in value):
             raise ValueError("not a decimal integer")
@@ -114,10 +116,14 @@ def _parse_str(value: str) -> str:
 
 def _parse_bool(value: str) -> bool:
     # Boolean.parseBoolean: only a case-insensitive "true" is true; anything else is false.
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
     return len(value) == 4 and value.lower() == "true"
 
 
 def _parse_double(value: str) -> float:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
     text = value.strip("".join(chr(i) for i in range(0x21)))
     if _JAVA_DOUBLE_RE.fullmatch(text) is None:
         raise ValueError("not a Java double")
@@ -128,6 +134,8 @@ def _parse_double(value: str) -> float:
 
 def _parse_boundary(value: str) -> BoundaryType:
     # BoundaryType.getType: case-insensitive "upper" is UPPER, everything else LOWER.
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
     return BoundaryType.UPPER if value.lower() == "upper" else BoundaryType.LOWER
 
 
@@ -340,7 +348,7 @@ class CommandHeader:
             found += 1
             try:
                 kwargs[attr] = parse(raw)
-            except (ValueError, TypeError, AttributeError) as e:
+            except (ValueError, TypeError) as e:
                 raise cls._bad_value(wire, raw, e) from None
         if missing and strict:
             raise _missing_error(cls.__name__, missing)

@@ -149,11 +149,13 @@ class RemotingConnection:
         frame stream; the connection must then be closed without a reply.
         """
         if self._error is not None:
-            raise self._error
+            raise RemoteProtocolError(str(self._error))  # without the events: already handed out
         try:
             commands = self._decoder.feed(data)
         except CodecError as e:
-            self._error = RemoteProtocolError(f"bad frame from peer: {e}")
+            self._error = RemoteProtocolError(
+                f"bad frame from peer: {e}", events=list(self._events(e.frames))
+            )
             self._error.__cause__ = e
             raise self._error from e
         return list(self._events(commands))

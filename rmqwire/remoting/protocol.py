@@ -120,10 +120,15 @@ class RemotingProtocol(Protocol):
         try:
             events = self.connection.receive_data(data)
         except RemoteProtocolError as e:
-            # Java's NettyDecoder closes the channel on any decode error, without replying
+            # Java's NettyDecoder closes the channel on any decode error, without replying; the
+            # good frames before the bad bytes were already passed on, so handle them first.
+            self._handle(e.events)
             self.log.warn("closing connection to {peer}: {error}", peer=self.peer, error=str(e))
             self.close()
             return
+        self._handle(events)
+
+    def _handle(self, events: list) -> None:
         for event in events:
             if isinstance(event, RequestReceived):
                 self._dispatch(event.command)
@@ -198,9 +203,6 @@ class RemotingProtocol(Protocol):
         d: Deferred[RemotingCommand] = Deferred(canceller=lambda _: self._forget(opaque))
         timer = self.reactor.callLater(timeout, self._on_timeout, opaque)
         self._calls[opaque] = _Call(d, timer, cmd.code, timeout)
-        self.log.debug(
-            "invoke {code} opaque {opaque} to {peer}", code=cmd.code, opaque=opaque, peer=self.peer
-        )
         self._write(data)
         return d
 

@@ -6,12 +6,12 @@ tests beyond the codec, and a plain socket is enough for a request/response prob
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import socket
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame
@@ -56,18 +56,30 @@ def request(addr: str, code: int, ext_fields: dict[str, str] | None = None, body
 def loads_fastjson(data: bytes | str) -> Any:
     """Parse a body written by fastjson 1 (bare numeric map keys such as ``{0:"127.0.0.1:10911"}``).
 
-    Uses the project's codec if the bodies module exists; otherwise quotes the bare keys, skipping
-    string contents, and hands the result to json.loads.
+    Returns plain dicts and lists; bare numeric keys become ints. Uses the project's codec
+    (rmqwire.codec.fastjson) when present, else a small fallback that quotes bare keys with a marker.
     """
-    try:
-        mod = importlib.import_module("rmqwire.codec.fastjson")
-        loads = getattr(mod, "loads")
-    except (ImportError, AttributeError):
-        loads = None
     text = data.decode("utf-8") if isinstance(data, bytes) else data
-    if loads is not None:
-        return loads(text)
-    return json.loads(_quote_bare_keys(text))
+    try:
+        from rmqwire.codec import fastjson
+    except ImportError:
+        return json.loads(_quote_bare_keys(text), object_pairs_hook=_unmark_keys)
+    return _plain(fastjson.loads(text))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+_BARE = "\x00"
+
+
+def _unmark_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
+    return {int(k[1:]) if k.startswith(_BARE) else k: v for k, v in pairs}
 
 
 def _quote_bare_keys(text: str) -> str:
@@ -95,7 +107,7 @@ def _quote_bare_keys(text: str) -> str:
             while k < n and text[k].isspace():
                 k += 1
             if k < n and text[k] == ":":
-                out.append(f'"{text[i:j]}"')
+                out.append(f'"\\u0000{text[i:j]}"')
             else:
                 out.append(text[i:j])
             expect_key = False

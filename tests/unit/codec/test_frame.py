@@ -213,3 +213,10 @@ class TestFrameDecoder:
         cmd = RemotingCommand(code=310, ext_fields={"a": "PG", "b": "TopicTest"}, body=b"\x00\x01")
         header = encode_frame(cmd)[8:-2]
         assert json.loads(header)["extFields"] == {"a": "PG", "b": "TopicTest"}
+
+
+def test_good_frames_before_a_bad_one_are_kept_on_the_error():
+    good = encode_frame(ROUTE_REQ)
+    with pytest.raises(UnknownSerializeTypeError) as info:
+        FrameDecoder().feed(good + bytes.fromhex("00000006 07000002 7b7d"))
+    assert info.value.frames == [ROUTE_REQ]

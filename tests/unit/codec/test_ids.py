@@ -155,3 +155,19 @@ def test_client_id():
     pid_name = instance_name_for_pid("DEFAULT", pid=4242)
     pid, nanos = pid_name.split("#")
     assert pid == "4242" and nanos.isdigit()
+
+
+@settings(max_examples=200)
+@given(
+    st.one_of(ipv4, ipv6),
+    st.integers(0, 2**31),
+    st.integers(0, 2**32 - 1),
+    st.integers(_local_ms(2001, 1, 1), _local_ms(2099, 12, 31)),
+    st.integers(0, 2**20),
+)
+def test_unique_id_round_trip(ip, pid, hash_code, now, counter):
+    uid = UniqueIdGenerator(ip, pid=pid, hash_code=hash_code, clock=lambda: now, counter_start=counter)()
+    info = parse_unique_id(uid)
+    assert uid == uid.upper() and len(uid) == (56 if ":" in ip else 32)
+    assert (info.ip, info.pid, info.hash_code, info.counter) == (ip, pid & 0xFFFF, hash_code, counter & 0xFFFF)
+    assert info.nearly_time_ms(now + 1) == now

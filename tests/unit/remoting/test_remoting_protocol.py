@@ -228,6 +228,15 @@ def test_framing_error_closes_without_reply(log_events) -> None:
     _sync.failureResultOf(pending, ConnectionLostError)
 
 
+def test_good_frame_before_garbage_in_one_read_is_still_answered() -> None:
+    # Netty hands every decoded frame to the pipeline before the decode error closes the channel.
+    h = Harness(Dispatcher({105: echo}))
+    h.proto.dataReceived(encode_frame(ROUTE.with_opaque(5)) + b"\x00\x00\x00\x08\x07\x00\x00\x00\x00\x00\x00\x00")
+    (reply,) = h.sent()
+    assert reply.is_response and reply.opaque == 5 and reply.code == 0
+    assert h.tr.disconnecting
+
+
 def test_oversize_frame_closes_connection() -> None:
     h = Harness(max_frame_length=1024)
     h.proto.dataReceived(b"\x00\x01\x00\x00")

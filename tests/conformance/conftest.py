@@ -1,0 +1,111 @@
+"""Fixtures running the official Apache RocketMQ as the reference peer.
+
+Backend: env RMQWIRE_REFERENCE_BACKEND = jvm (default: official jars from Maven Central, JDK 17) or
+docker (testcontainers, image apache/rocketmq:<version>). Version: --rocketmq-version, else env
+RMQWIRE_ROCKETMQ_VERSION, else 5.3.3. The 4.x reference (4.9.7) is a separate fixture for tests
+marked ``slow``.
+
+A missing JDK / Maven / jar skips with the reason, except under CI=true, where it fails: the
+conformance suite must not pass silently in CI. A cluster that is available but does not start
+is always an error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tools.reference import jars
+from tools.reference.jars import ReferenceUnavailable
+
+BACKENDS = ("jvm", "docker")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def reference_unavailable(reason: str, *, docker: bool = False) -> None:
+    """Skip with the reason; fail instead under CI=true (a missing Docker engine always skips)."""
+    if _in_ci() and not docker:
+        pytest.fail(f"reference cluster unavailable in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def reference_version(config: pytest.Config) -> str:
+    return (config.getoption("--rocketmq-version") or os.environ.get("RMQWIRE_ROCKETMQ_VERSION")
+            or "5.3.3")
+
+
+def _backend() -> str:
+    backend = os.environ.get("RMQWIRE_REFERENCE_BACKEND", "jvm").lower()
+    if backend not in BACKENDS:
+        raise pytest.UsageError(f"RMQWIRE_REFERENCE_BACKEND must be one of {BACKENDS}, not {backend!r}")
+    return backend
+
+
+def _start(version: str, backend: str = "jvm") -> Any:
+    if backend == "docker":
+        from tools.reference.docker_cluster import DockerReferenceCluster, docker_unavailable_reason
+
+        reason = docker_unavailable_reason()
+        if reason:
+            reference_unavailable(reason, docker=True)
+        return DockerReferenceCluster(version=version).start()
+    from tools.reference.cluster import ReferenceCluster
+
+    try:
+        return ReferenceCluster(version=version).start()
+    except ReferenceUnavailable as exc:
+        reference_unavailable(str(exc))
+
+
+@pytest.fixture(scope="session")
+def reference_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The official NameServer + Broker (``.namesrv_addr``, ``.broker_addr``, ``.broker_name``,
+    ``.cluster_name``, ``.version``, ``.lib_dir``, ``.add_broker(name)``), shared by the session.
+
+    Do not add brokers to it (other tests assume one broker); use reference_cluster_factory.
+    """
+    cluster = _start(reference_version(request.config), _backend())
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def reference_cluster_v4() -> Iterator[Any]:
+    """The 4.x reference (4.9.7: 4.9.8's server jars are not on Maven Central). For ``slow`` tests."""
+    version = os.environ.get("RMQWIRE_ROCKETMQ_V4_VERSION", jars.REFERENCE_4X)
+    cluster = _start(version, _backend())
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def reference_cluster_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """Start private JVM clusters (``factory(version=None, **kwargs)``); all are stopped afterwards."""
+    started: list[Any] = []
+
+    def factory(version: str | None = None, **kwargs: Any) -> Any:
+        from tools.reference.cluster import ReferenceCluster
+
+        cluster = ReferenceCluster(version=version or reference_version(request.config), **kwargs)
+        try:
+            cluster.start()
+        except ReferenceUnavailable as exc:
+            reference_unavailable(str(exc))
+        started.append(cluster)
+        return cluster
+
+    try:
+        yield factory
+    finally:
+        for cluster in started:
+            cluster.stop()
