@@ -83,21 +83,27 @@ def loads(text: str | bytes | bytearray | memoryview) -> Any:
 
     Objects become dicts (object-valued keys become FrozenObject, unquoted number keys int),
     arrays lists, decimals float, integers int (any size). Raises CodecError with the offset
-    (in characters of the decoded text) on malformed input.
+    (bytes for bytes input, characters for str input) on malformed input.
     """
+    raw: bytes | None = None
     if not isinstance(text, str):
+        raw = bytes(text)
         try:
-            text = bytes(text).decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise CodecError(f"JSON body is not valid UTF-8: {e.reason}", offset=e.start) from None
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass  # not standard JSON (or too deep for the C parser)
-    fast = _loads_rewritten(text)
-    if fast is not _NO_RESULT:
-        return fast
-    return _Scanner(text).parse()
+    try:
+        return loads_lenient(text)
+    except _ScanError as e:
+        if raw is None or text.isascii():
+            raise
+        # Report a byte offset into what the caller passed in.
+        offset = len(text[: e.char_offset].encode("utf-8"))
+        raise CodecError(e.reason, offset=offset) from None
 
 
 def loads_lenient(text: str) -> Any:
@@ -108,57 +114,57 @@ def loads_lenient(text: str) -> Any:
     return _Scanner(text).parse()
 
 
-# fastjson's two usual departures from JSON (unquoted integer keys, flat object keys) are
-# rewritten into sentinel-marked string keys so the C parser can still do the work; a hook
-# restores the keys. String literals are matched first so their contents are never touched.
-# An object followed by ':' can only be a key. Anything else falls through to the scanner.
-_KEY_REWRITE = re.compile(
-    r""""(?:[^"\\]|\\.)*"|(?<=[{,])(\s*)(?:(-?\d+)|(\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*\}))(?=\s*:)""",
-    re.S,
-)
+# fastjson's most common departure from JSON, unquoted integer keys (``{0:"addr"}``), is
+# rewritten into sentinel-marked string keys so the C parser still does the work; a hook turns
+# them back into ints. A candidate key is rewritten only outside strings, judged by the parity
+# of unescaped quotes before it (JSON's own rule, so if the C parser accepts the result, every
+# rewrite was a real key). Object keys and the rest of fastjson's leniency go to the scanner.
+_INT_KEY = re.compile(r"[{,][ \t\n\r]*(-?[0-9]+)(?=[ \t\n\r]*:)")
+_ESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*\\"')  # an odd run of backslashes, then '"'
 _SENTINEL = "\x00"
 _NO_RESULT = object()
 
 
-def _rewrite_key(m: re.Match[str]) -> str:
-    ws = m.group(1)
-    if ws is None:
-        return m.group()  # a string literal
-    key = m.group(2) or m.group(3)
-    return f'{ws}"\\u0000{json.dumps(key, ensure_ascii=False)[1:]}'
-
-
-def _restore_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
-    d: dict[Any, Any] = {}
-    for k, v in pairs:
-        if k[:1] == _SENTINEL:
-            rest = k[1:]
-            if rest[:1] == "{":
-                obj = loads(rest)
-                if not isinstance(obj, dict):  # pragma: no cover - the regex only takes objects
-                    raise CodecError("bad object key")
-                k = FrozenObject(obj)
-            else:
-                k = int(rest)
-        d[k] = v
-    return d
+def _restore_int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
+    d = dict(pairs)
+    if _SENTINEL not in "".join(d):  # C-speed test; most objects have no rewritten key
+        return d
+    return {(int(k[1:]) if k[:1] == _SENTINEL else k): v for k, v in pairs}
 
 
 def _loads_rewritten(text: str) -> Any:
     if "\\u0000" in text:
         return _NO_RESULT  # a real key could start with the sentinel: let the scanner decide
-    rewritten = _KEY_REWRITE.sub(_rewrite_key, text)
-    if "\\u0000" not in rewritten:
-        return _NO_RESULT  # no key was rewritten: the problem is elsewhere
+    escaped = [m.end() - 1 for m in _ESCAPED_QUOTE.finditer(text)] if '\\"' in text else []
+    out: list[str] = []
+    last = counted_to = quotes = ei = 0
+    for m in _INT_KEY.finditer(text):
+        p = m.start()
+        quotes += text.count('"', counted_to, p)
+        counted_to = p
+        while ei < len(escaped) and escaped[ei] < p:
+            quotes -= 1
+            ei += 1
+        if quotes & 1:
+            continue  # inside a string
+        k0, k1 = m.span(1)
+        out.append(text[last:k0])
+        out.append('"\\u0000')
+        out.append(text[k0:k1])
+        out.append('"')
+        last = k1
+    if not out:
+        return _NO_RESULT
+    out.append(text[last:])
     try:
-        return json.loads(rewritten, object_pairs_hook=_restore_keys)
-    except (ValueError, RecursionError):  # CodecError is a ValueError too
+        return json.loads("".join(out), object_pairs_hook=_restore_int_keys)
+    except (ValueError, RecursionError):
         return _NO_RESULT
 
 
 _WS = frozenset(" \t\n\r\f\b")
 # fastjson writes 1.0E7 / 4.9E-324 and, with WriteClassName, type suffixes (1L, 1.5F, 2D ...).
-_NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?([LSBFD])?")
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?([LSBFD])?")
 _IDENT = re.compile(r"[A-Za-z_$][\w$.\-]*")
 _PLAIN_DQ = re.compile(r'[^"\\]*')
 _PLAIN_SQ = re.compile(r"[^'\\]*")
@@ -168,6 +174,15 @@ _SIMPLE_ESCAPES = {
     "4": "\x04", "5": "\x05", "6": "\x06", "7": "\x07",
 }
 _HEX = frozenset("0123456789abcdefABCDEF")
+
+class _ScanError(CodecError):
+    """A scanner error; ``char_offset`` indexes the decoded text."""
+
+    def __init__(self, reason: str, char_offset: int) -> None:
+        super().__init__(reason, offset=char_offset)
+        self.reason = reason
+        self.char_offset = char_offset
+
 
 # Frame states while inside an object.
 _EXPECT_KEY, _IN_KEY, _EXPECT_VALUE, _EXPECT_COMMA = range(4)
@@ -184,7 +199,7 @@ class _Scanner:
         self.pos = 0
 
     def error(self, msg: str, pos: int | None = None) -> CodecError:
-        return CodecError(f"bad fastjson text: {msg}", offset=self.pos if pos is None else pos)
+        return _ScanError(f"bad fastjson text: {msg}", self.pos if pos is None else pos)
 
     def skip_ws(self) -> str:
         s, n, pos = self.s, self.n, self.pos
@@ -226,7 +241,7 @@ class _Scanner:
                         self.colon()
                         top[2] = _EXPECT_VALUE
                         continue
-                    elif c == "-" or c.isdigit():
+                    elif c == "-" or "0" <= c <= "9":
                         top[3] = self.number()
                         self.colon()
                         top[2] = _EXPECT_VALUE
@@ -270,30 +285,22 @@ class _Scanner:
                     self.open(stack, c)
                     continue
                 value = self.scalar(c)
-            # A value is complete: hand it to the enclosing container.
-            while True:
-                if not stack:
-                    if self.skip_ws():
-                        raise self.error("trailing characters after the JSON value")
-                    return value
-                top = stack[-1]
-                if not top[1]:
-                    top[0].append(value)
-                    top[2] = _EXPECT_COMMA
-                    # Array after a value: the next token must be ',' or ']'.
-                    break
-                if top[2] == _IN_KEY:
-                    top[3] = _freeze(value)
-                    self.colon()
-                    top[2] = _EXPECT_VALUE
-                    break
-                try:
-                    top[0][top[3]] = value
-                except TypeError:  # pragma: no cover - keys are always frozen
-                    raise self.error("unhashable object key") from None
+            # A value is complete: hand it to the enclosing container (or return it).
+            if not stack:
+                if self.skip_ws():
+                    raise self.error("trailing characters after the JSON value")
+                return value
+            top = stack[-1]
+            if not top[1]:  # array: the next token must be ',' or ']'
+                top[0].append(value)
                 top[2] = _EXPECT_COMMA
-                break
-            continue
+            elif top[2] == _IN_KEY:  # an object or array used as a key
+                top[3] = _freeze(value)
+                self.colon()
+                top[2] = _EXPECT_VALUE
+            else:
+                top[0][top[3]] = value
+                top[2] = _EXPECT_COMMA
 
     def open(self, stack: list[list[Any]], c: str) -> None:
         if len(stack) >= MAX_DEPTH:
@@ -312,7 +319,7 @@ class _Scanner:
     def scalar(self, c: str) -> Any:
         if c in "\"'":
             return self.string(c)
-        if c == "-" or c.isdigit():
+        if c == "-" or "0" <= c <= "9":
             return self.number()
         for word, val in (("null", None), ("true", True), ("false", False), ("undefined", None)):
             if self.s.startswith(word, self.pos):

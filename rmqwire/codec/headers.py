@@ -3,8 +3,8 @@
 One declaration per header class drives both directions. Each field is declared with
 ``jfield(java_type, required=..., wire=...)``; the Java type decides the string form
 (wire-format.md section 8.1) and whether the field is a primitive (always sent, never None) or a
-boxed/String field (omitted when None). Class names are the Java names; attributes are snake_case and
-the wire name defaults to their camelCase.
+boxed/String field (omitted when None). Class names are the Java names; attributes are snake_case
+and the wire name defaults to their camelCase.
 
 Decoding is by exact key. Keys that the class does not declare land in ``extra`` and are written
 back by ``to_ext_fields`` (ACL ``AccessKey``/``Signature``, ``_UNIQUE_KEY_QUERY``, ``MSG_REGION``,
@@ -77,7 +77,7 @@ class PullSysFlag(enum.IntFlag):
         return sys_flag & ~cls.COMMIT_OFFSET
 
 
-# ---- Java value types -----------------------------------------------------------------------------
+# ---- Java value types ---------------------------------------------------------------------------
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
@@ -85,7 +85,9 @@ _INT64 = (-(2**63), 2**63 - 1)
 # no "_", no "1.0"). Java's Character.digit also takes non-ASCII decimal digits of the BMP.
 _JAVA_INT_RE = re.compile(r"[+-]?\d+")
 # Double.parseDouble trims chars <= ' ' and accepts an optional f/F/d/D suffix (hex floats omitted).
-_JAVA_DOUBLE_RE = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)", re.ASCII)
+_JAVA_DOUBLE_RE = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)", re.ASCII
+)
 
 
 def _parse_int(value: str, lo: int, hi: int) -> int:
@@ -242,7 +244,9 @@ class HeaderField:
     default: Any  # the Java field initializer (or a primitive's zero); None when absent
 
 
-def jfield(java_type: str, *, required: bool = False, wire: str | None = None, default: Any = _UNSET) -> Any:
+def jfield(
+    java_type: str, *, required: bool = False, wire: str | None = None, default: Any = _UNSET
+) -> Any:
     """Declare a header field of Java type ``java_type`` ("String", "Integer", "int", "Long", ...).
 
     ``required`` mirrors ``@CFNotNull``; ``wire`` overrides the camelCase key; ``default`` mirrors a
@@ -299,7 +303,9 @@ class CommandHeader:
         cls.__wire_names__ = frozenset(names)
         # Flattened per-class plans keep the per-field loop cheap (SEND/PULL headers are hot).
         cls.__decode_plan__ = tuple((s.attr, s.wire, s.java_type.parse, s.required) for s in specs)
-        cls.__encode_plan__ = tuple((s.attr, s.wire, s.java_type.format, s.java_type) for s in specs)
+        cls.__encode_plan__ = tuple(
+            (s.attr, s.wire, s.java_type.format, s.java_type) for s in specs
+        )
 
     @classmethod
     def header_fields(cls) -> tuple[HeaderField, ...]:
@@ -396,7 +402,7 @@ def _missing_error(header: str, missing: list[str]) -> MissingHeaderFieldError:
     return err
 
 
-# ---- 5.x RPC bases (remoting/rpc) -----------------------------------------------------------------
+# ---- 5.x RPC bases (remoting/rpc) ---------------------------------------------------------------
 
 
 class RpcRequestHeader(CommandHeader):
@@ -437,7 +443,10 @@ class SendMessageRequestHeader(TopicQueueRequestHeader):
     max_reconsume_times: int | None = jfield("Integer")
 
     def to_v2(self) -> SendMessageRequestHeaderV2:
-        """Java ``createSendMessageRequestHeaderV2``: ``bname`` becomes ``n``; ns/nsd/oway/lo drop."""
+        """Java ``createSendMessageRequestHeaderV2``: ``bname`` becomes ``n``; ns/nsd/oway/lo drop.
+
+        Unknown extra keys are carried over (ACL keys etc.), except single letters a..n.
+        """
         return SendMessageRequestHeaderV2(
             a=self.producer_group,
             b=self.topic,
@@ -996,7 +1005,7 @@ class GetBrokerConfigResponseHeader(CommandHeader):
 
 _RC = RequestCode
 
-#: Request code -> the class of its request header (codes whose requests carry no header are absent).
+#: Request code -> the class of its request header (codes without a request header are absent).
 REQUEST_HEADERS: dict[int, type[CommandHeader]] = {
     _RC.SEND_MESSAGE: SendMessageRequestHeader,
     _RC.SEND_REPLY_MESSAGE: SendMessageRequestHeader,

@@ -324,14 +324,18 @@ class ReferenceCluster:
         parent = Path(self.workdir) if self.workdir else None
         if parent:
             parent.mkdir(parents=True, exist_ok=True)
+        _sweep_orphans(parent or Path(tempfile.gettempdir()), "rmqwire-ref-")
         self._root = Path(tempfile.mkdtemp(prefix="rmqwire-ref-", dir=parent))
+        _claim(self._root)
         (self._root / "home").mkdir()
         if jars.is_v4(self.version):
             write_v4_logback(self._root / "home")
         # The broker refuses every send above ~90% disk use; a nearly full disk gets a tmpfs store.
         usage = shutil.disk_usage(self._root)
         if usage.used / usage.total > 0.85 and Path("/dev/shm").is_dir():
+            _sweep_orphans(Path("/dev/shm"), "rmqwire-store-")
             self._store_root = Path(tempfile.mkdtemp(prefix="rmqwire-store-", dir="/dev/shm"))
+            _claim(self._store_root)
         else:
             self._store_root = self._root / "store"
 
@@ -452,6 +456,25 @@ class ReferenceCluster:
                     shutil.rmtree(d, ignore_errors=True)
             self._store_root = self._root = None
             _live.discard(self)
+
+
+_OWNER = "owner.pid"
+
+
+def _claim(directory: Path) -> None:
+    (directory / _OWNER).write_text(f"{os.getpid()}\n")
+
+
+def _sweep_orphans(parent: Path, prefix: str) -> None:
+    """Remove temp dirs left by a harness process that died without stop() (its JVMs died with it
+    through PDEATHSIG). Only dirs whose recorded owner PID is gone are touched."""
+    for d in parent.glob(prefix + "*"):
+        try:
+            owner = int((d / _OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if not pid_alive(owner):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _tcp_accepts(host: str, port: int) -> bool:

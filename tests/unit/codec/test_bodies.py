@@ -228,7 +228,7 @@ def test_register_broker_body_compressed_tolerates_what_java_tolerates():
     assert B.RegisterBrokerBody.decode_compressed(zlib.compress(bad_filter)).filter_server_list == []
 
 
-@settings(max_examples=200)
+@settings(deadline=None, max_examples=200)
 @given(st.binary(max_size=80))
 def test_register_broker_body_compressed_random_bytes(data):
     for blob in (data, zlib.compress(data)):
@@ -511,7 +511,7 @@ ALL_BODIES = sorted(
 
 
 @pytest.mark.parametrize("cls", ALL_BODIES, ids=lambda c: c.__name__)
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_body_round_trip(cls, data):
     obj = data.draw(body_strategy(cls))
@@ -535,7 +535,7 @@ def _compact_safe_config(name: str):
 _topic_names = st.text(alphabet=st.characters(blacklist_characters=" ", blacklist_categories=("Cs",)), min_size=1, max_size=8)
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(_topic_names, max_size=4, unique=True).flatmap(
         lambda names: st.tuples(*(_compact_safe_config(n) for n in names))
@@ -564,7 +564,7 @@ def test_register_broker_body_compressed_round_trip(configs, dv, servers, infos,
 
 
 @pytest.mark.parametrize("cls", ALL_BODIES, ids=lambda c: c.__name__)
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_trees_raise_only_codec_error(cls, data):
     # Real property names with values of arbitrary JSON types.

@@ -13,7 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqwire.codec.fastjson import MAX_DEPTH, FrozenObject, dumps, java_double, loads
+from rmqwire.codec.fastjson import (
+    _NO_RESULT,
+    MAX_DEPTH,
+    FrozenObject,
+    _loads_rewritten,
+    _Scanner,
+    dumps,
+    java_double,
+    loads,
+)
 from rmqwire.errors import CodecError
 from rmqwire.model import MessageQueue
 
@@ -133,6 +142,7 @@ def test_java_double_layout(value, java):
     assert java_double(value) == java
 
 
+@settings(deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_java_double_round_trips(x):
     text = java_double(x)
@@ -217,7 +227,7 @@ json_ish = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 @given(json_ish)
 def test_default_style_round_trip(v):
     assert loads(dumps(v, standard=False)) == v
@@ -240,7 +250,7 @@ def _std_key(k):
     return str(k)
 
 
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 @given(json_ish)
 def test_standard_style_is_strict_json(v):
     text = dumps(v)
@@ -248,7 +258,7 @@ def test_standard_style_is_strict_json(v):
     assert loads(text) == _standardise(v)
 
 
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 @given(st.binary(max_size=64))
 def test_random_bytes_raise_only_codec_error(data):
     try:
@@ -257,7 +267,7 @@ def test_random_bytes_raise_only_codec_error(data):
         pass
 
 
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 @given(json_ish, st.data())
 def test_mutated_text_raises_only_codec_error(v, data):
     text = dumps(v, standard=data.draw(st.booleans()))
@@ -268,3 +278,22 @@ def test_mutated_text_raises_only_codec_error(v, data):
         loads(text[:i] + junk + text[j:])
     except CodecError:
         pass
+
+
+# ---- the two lenient paths agree ----------------------------------------------------------------
+
+
+def test_int_key_fast_path_skips_string_contents():
+    text = r'{"s":"{0:1}","e\\":"\",3:","q\"":{7:"x"},8:[{9:1}]}'
+    expected = {"s": "{0:1}", "e\\": '",3:', 'q"': {7: "x"}, 8: [{9: 1}]}
+    assert loads(text) == expected
+    assert _Scanner(text).parse() == expected
+
+
+@settings(deadline=None, max_examples=300)
+@given(json_ish)
+def test_fast_path_agrees_with_scanner(v):
+    text = dumps(v, standard=False)
+    fast = _loads_rewritten(text)
+    if fast is not _NO_RESULT:
+        assert fast == _Scanner(text).parse() == v

@@ -37,7 +37,7 @@ def commands(draw, *, rocketmq: bool):
     )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(commands(rocketmq=False))
 def test_json_frames_round_trip(cmd):
     frame = encode_frame(cmd)
@@ -47,7 +47,7 @@ def test_json_frames_round_trip(cmd):
     assert json.loads(parsed.header)["code"] == cmd.code
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(commands(rocketmq=True))
 def test_rocketmq_frames_match_construct_schema(cmd):
     frame = encode_frame(cmd, SerializeType.ROCKETMQ)
@@ -72,7 +72,7 @@ def test_rocketmq_frames_match_construct_schema(cmd):
     assert {e.key: e.value for e in parsed.ext_fields} == (cmd.ext_fields or {})
 
 
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_random_bytes_raise_only_codec_errors(data):
     dec = FrameDecoder(max_frame_length=4096)
@@ -83,7 +83,7 @@ def test_random_bytes_raise_only_codec_errors(data):
     assert dec.buffered <= 4096
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(commands(rocketmq=True), st.sampled_from(list(SerializeType)), st.data())
 def test_mutated_frames_raise_only_codec_errors(cmd, stype, data):
     frame = bytearray(encode_frame(cmd, stype))

@@ -1,4 +1,4 @@
-"""Typed custom headers (wire-format.md section 8): verified examples, round trips, Java parsing rules."""
+"""Typed custom headers (wire-format.md section 8): verified examples, round trips, Java rules."""
 
 from __future__ import annotations
 
@@ -60,14 +60,16 @@ PROPS = "WAIT\u0001true\u0002UNIQ_KEY\u0001AC\u0002"
 # ---- verified examples (wire-format.md 8.3, 8.4, 8.5) --------------------------------------------
 
 V1_JSON_EXT = json.loads(
-    '{"queueId":"0","flag":"0","sysFlag":"0","reconsumeTimes":"0","batch":"false","unitMode":"false",'
+    '{"queueId":"0","flag":"0","sysFlag":"0","reconsumeTimes":"0","batch":"false",'
+    '"unitMode":"false",'
     '"defaultTopic":"TBW102","defaultTopicQueueNums":"4","producerGroup":"PG","bname":"broker-a",'
     '"topic":"TopicTest","bornTimestamp":"1700000000000",'
     '"properties":"WAIT\\u0001true\\u0002UNIQ_KEY\\u0001AC\\u0002"}'
 )
 V2_JSON_EXT = json.loads(
     '{"a":"PG","b":"TopicTest","c":"TBW102","d":"4","e":"0","f":"0","g":"1700000000000","h":"0",'
-    '"i":"WAIT\\u0001true\\u0002UNIQ_KEY\\u0001AC\\u0002","j":"0","k":"false","m":"false","n":"broker-a"}'
+    '"i":"WAIT\\u0001true\\u0002UNIQ_KEY\\u0001AC\\u0002","j":"0","k":"false","m":"false",'
+    '"n":"broker-a"}'
 )
 SEND_RESPONSE_EXT = {
     "queueId": "1",
@@ -151,7 +153,11 @@ def test_primitives_always_sent_boxed_none_omitted():
     h = GetMaxOffsetRequestHeader(topic="T", queue_id=3)
     assert h.to_ext_fields() == {"topic": "T", "queueId": "3", "committed": "true"}
     r = RegisterBrokerRequestHeader(
-        broker_name="b", broker_addr="1.2.3.4:10911", cluster_name="c", ha_server_addr="h:10912", broker_id=0
+        broker_name="b",
+        broker_addr="1.2.3.4:10911",
+        cluster_name="c",
+        ha_server_addr="h:10912",
+        broker_id=0,
     )
     # compressed (boolean) and bodyCrc32 (Integer = 0 initializer) are always sent by Java.
     assert r.to_ext_fields() == {
@@ -206,13 +212,15 @@ def test_malformed_numbers_raise_naming_the_field(field, text):
     ext = {"consumerGroup": "g", "topic": "t", "queueId": "0", "commitOffset": "5"}
     ext[field] = text
     for strict in (True, False):
-        with pytest.raises(HeaderDecodeError, match=f"UpdateConsumerOffsetRequestHeader field '{field}'"):
+        match = f"UpdateConsumerOffsetRequestHeader field '{field}'"
+        with pytest.raises(HeaderDecodeError, match=match):
             H.UpdateConsumerOffsetRequestHeader.from_ext_fields(ext, strict=strict)
 
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("0", 0), ("+7", 7), ("-0", 0), ("007", 7), ("2147483647", 2**31 - 1), ("-2147483648", -(2**31)),
+    [("0", 0), ("+7", 7), ("-0", 0), ("007", 7), ("2147483647", 2**31 - 1),
+     ("-2147483648", -(2**31)),
      ("\u0663", 3)],  # Java's Character.digit accepts non-ASCII decimal digits too
 )
 def test_java_integer_forms_accepted(text, value):
@@ -228,7 +236,8 @@ def test_missing_required_fields_strict_and_lenient():
     assert ei.value.header == "PullMessageRequestHeader"
     assert "queueOffset" in ei.value.fields
     assert isinstance(ei.value, CodecError)
-    lenient = PullMessageRequestHeader.from_ext_fields({"consumerGroup": "g", "topic": "t"}, strict=False)
+    partial = {"consumerGroup": "g", "topic": "t"}
+    lenient = PullMessageRequestHeader.from_ext_fields(partial, strict=False)
     assert lenient.queue_id is None and lenient.sub_version is None and lenient.topic == "t"
     assert lenient.missing_required()[:2] == ("queueId", "queueOffset")
     with pytest.raises(MissingHeaderFieldError, match="queueId"):
@@ -259,7 +268,9 @@ def test_declared_field_wins_over_extra():
         GetMaxOffsetRequestHeader(topic="t", queue_id="1"),  # type: ignore[arg-type]
         GetMaxOffsetRequestHeader(topic="t", queue_id=1, committed=None),  # type: ignore[arg-type]
         GetMaxOffsetRequestHeader(topic="t", queue_id=1, committed=1),  # type: ignore[arg-type]
-        SearchOffsetRequestHeader(topic="t", queue_id=1, timestamp=0, boundary_type="UPPER"),  # type: ignore[arg-type]
+        SearchOffsetRequestHeader(
+            topic="t", queue_id=1, timestamp=0, boundary_type="UPPER"  # type: ignore[arg-type]
+        ),
         H.QueryConsumerOffsetResponseHeader(offset=2**63),
     ],
 )
@@ -270,7 +281,8 @@ def test_bad_values_on_encode_raise_codec_error(header):
 
 def test_non_string_values_on_decode_raise():
     with pytest.raises(HeaderDecodeError, match="queueId"):
-        GetMaxOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": 5})  # type: ignore[dict-item]
+        bad = {"topic": "t", "queueId": 5}
+        GetMaxOffsetRequestHeader.from_ext_fields(bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -298,7 +310,9 @@ def test_double_formats_like_java(value, text):
     assert jt.parse(text) == value
 
 
-@pytest.mark.parametrize(("text", "value"), [(" 1.5 ", 1.5), ("2d", 2.0), ("1e3", 1000.0), (".5", 0.5), ("3.", 3.0)])
+@pytest.mark.parametrize(
+    ("text", "value"), [(" 1.5 ", 1.5), ("2d", 2.0), ("1e3", 1000.0), (".5", 0.5), ("3.", 3.0)]
+)
 def test_double_parse_java_forms(text, value):
     assert JAVA_TYPES["double"].parse(text) == value
 
@@ -342,8 +356,9 @@ def test_pull_sys_flag():
 
 
 def test_4x_pull_and_responses_without_5x_fields():
-    pull_ext = {"consumerGroup": "g", "topic": "t", "queueId": "1", "queueOffset": "0", "maxMsgNums": "32",
-                "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "15000", "subVersion": "1",
+    pull_ext = {"consumerGroup": "g", "topic": "t", "queueId": "1", "queueOffset": "0",
+                "maxMsgNums": "32", "sysFlag": "2", "commitOffset": "0",
+                "suspendTimeoutMillis": "15000", "subVersion": "1",
                 "expressionType": "TAG", "subscription": "*"}
     p = PullMessageRequestHeader.from_ext_fields(pull_ext)
     assert p.max_msg_bytes is None and p.request_source is None and p.bname is None
@@ -352,13 +367,18 @@ def test_4x_pull_and_responses_without_5x_fields():
         {"suggestWhichBrokerId": "0", "nextBeginOffset": "5", "minOffset": "0", "maxOffset": "5"}
     )
     assert r.offset_delta is None and r.next_begin_offset == 5
-    s = SendMessageResponseHeader.from_ext_fields({"msgId": "X", "queueId": "0", "queueOffset": "3"})
+    s = SendMessageResponseHeader.from_ext_fields(
+        {"msgId": "X", "queueId": "0", "queueOffset": "3"}
+    )
     assert s.batch_uniq_id is None and s.recall_handle is None
-    q = QueryConsumerOffsetRequestHeader.from_ext_fields({"consumerGroup": "g", "topic": "t", "queueId": "0"})
+    q = QueryConsumerOffsetRequestHeader.from_ext_fields(
+        {"consumerGroup": "g", "topic": "t", "queueId": "0"}
+    )
     assert q.set_zero_if_not_found is None
     # 4.x brokers omit enableActingMaster: that is how a NameServer spots an old broker.
     reg = RegisterBrokerRequestHeader.from_ext_fields(
-        {"brokerName": "b", "brokerAddr": "a", "clusterName": "c", "haServerAddr": "h", "brokerId": "0",
+        {"brokerName": "b", "brokerAddr": "a", "clusterName": "c", "haServerAddr": "h",
+         "brokerId": "0",
          "compressed": "true", "bodyCrc32": "123"}
     )
     assert reg.enable_acting_master is None and reg.compressed is True and reg.body_crc32 == 123
@@ -407,8 +427,10 @@ def test_registry_covers_spec_codes():
 def test_decode_helpers():
     cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, V1.to_v2(), body=b"hi")
     assert decode_request_header(cmd) == V1.to_v2()
-    assert decode_request_header(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)) is None
-    resp = cmd.response_to(0, header=SendMessageResponseHeader(msg_id="M", queue_id=1, queue_offset=2))
+    no_header = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+    assert decode_request_header(no_header) is None
+    ok = SendMessageResponseHeader(msg_id="M", queue_id=1, queue_offset=2)
+    resp = cmd.response_to(0, header=ok)
     assert decode_response_header(RequestCode.SEND_MESSAGE_V2, resp) == SendMessageResponseHeader(
         msg_id="M", queue_id=1, queue_offset=2
     )
@@ -431,7 +453,8 @@ def test_decode_helpers():
         (RequestCode.PULL_MESSAGE, PullMessageRequestHeader(
             consumer_group="g", topic="t", queue_id=1, queue_offset=2**40, max_msg_nums=32,
             sys_flag=PullSysFlag.build(suspend=True), commit_offset=0, suspend_timeout_millis=15000,
-            sub_version=1700000000000, expression_type="TAG", max_msg_bytes=262144, bname="broker-a")),
+            sub_version=1700000000000, expression_type="TAG", max_msg_bytes=262144,
+            bname="broker-a")),
         (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(
             topic="Tópico", queue_id=0, timestamp=-1, boundary_type=BoundaryType.UPPER, lo=True)),
         (RequestCode.HEART_BEAT, HeartbeatRequestHeader()),
@@ -451,9 +474,10 @@ def test_frame_round_trip(code, header, stype):
 def test_rocketmq_header_turns_empty_strings_into_absent_fields():
     # A zero-length value is null in the ROCKETMQ header (wire-format.md section 3), as in Java.
     h = dataclasses.replace(V1, properties="")
-    back = decode_frame(encode_frame(RemotingCommand.request(RequestCode.SEND_MESSAGE, h), SerializeType.ROCKETMQ))
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, h)
+    back = decode_frame(encode_frame(cmd, SerializeType.ROCKETMQ))
     assert SendMessageRequestHeader.from_ext_fields(back.ext_fields).properties is None
-    back_json = decode_frame(encode_frame(RemotingCommand.request(RequestCode.SEND_MESSAGE, h)))
+    back_json = decode_frame(encode_frame(cmd))
     assert SendMessageRequestHeader.from_ext_fields(back_json.ext_fields).properties == ""
 
 
@@ -487,7 +511,8 @@ def _value_strategy(spec: HeaderField, *, allow_missing_required: bool):
 
 def header_strategy(cls: type[CommandHeader], *, allow_missing_required: bool = False):
     fields = {
-        s.attr: _value_strategy(s, allow_missing_required=allow_missing_required) for s in cls.header_fields()
+        s.attr: _value_strategy(s, allow_missing_required=allow_missing_required)
+        for s in cls.header_fields()
     }
     extra_keys = st.text(min_size=1, max_size=10).filter(lambda k: k not in cls.__wire_names__)
     fields["extra"] = st.dictionaries(extra_keys, st.text(max_size=10), max_size=3)
@@ -530,7 +555,8 @@ def test_v1_v2_conversion_round_trip(v1):
 @settings(max_examples=100, deadline=None)
 @given(
     ext=st.dictionaries(
-        st.sampled_from(["topic", "queueId", "committed", "bname", "lo", "x"]) | st.text(max_size=4),
+        st.sampled_from(["topic", "queueId", "committed", "bname", "lo", "x"])
+        | st.text(max_size=4),
         st.text(max_size=6),
         max_size=6,
     )
@@ -540,13 +566,15 @@ def test_arbitrary_ext_fields_decode_or_raise_codec_error(ext):
         h = GetMaxOffsetRequestHeader.from_ext_fields(ext, strict=False)
     except HeaderDecodeError:
         return
-    assert h.extra == {k: v for k, v in ext.items() if k not in GetMaxOffsetRequestHeader.__wire_names__}
+    ours = GetMaxOffsetRequestHeader.__wire_names__
+    assert h.extra == {k: v for k, v in ext.items() if k not in ours}
 
 
 # ---- cross-check with the Java sources (when the mirror is available) ---------------------------
 
 _MIRROR = Path(os.environ.get("RMQWIRE_ROCKETMQ_MIRROR", "/work/.mirror/apache+rocketmq/repo"))
 _HAVE_MIRROR = _MIRROR.is_dir() and shutil.which("git") is not None
+_NO_MIRROR = "Apache RocketMQ git mirror (RMQWIRE_ROCKETMQ_MIRROR) not available here"
 _JAVA_FIELD = re.compile(
     r"(?:private|protected|public)\s+(?!static)(?:transient\s+)?([\w<>]+)\s+(\w+)\s*(=\s*[^;]+)?;"
 )
@@ -563,7 +591,9 @@ _JAVA_BASES = {
 
 
 def _git_show(tag: str, path: str) -> str | None:
-    r = subprocess.run(["git", "-C", str(_MIRROR), "show", f"{tag}:{path}"], capture_output=True, text=True)
+    r = subprocess.run(
+        ["git", "-C", str(_MIRROR), "show", f"{tag}:{path}"], capture_output=True, text=True
+    )
     return r.stdout if r.returncode == 0 else None
 
 
@@ -611,7 +641,7 @@ def _initializer_value(text: str, java_type: str):
 _RPC_WIRE = {"ns", "nsd", "bname", "oway", "lo"}
 
 
-@pytest.mark.skipif(not _HAVE_MIRROR, reason="Apache RocketMQ git mirror not available on this machine")
+@pytest.mark.skipif(not _HAVE_MIRROR, reason=_NO_MIRROR)
 def test_declarations_match_java_5_3_3():
     checked = 0
     for cls in ALL_HEADERS:
@@ -630,7 +660,7 @@ def test_declarations_match_java_5_3_3():
 _DROPPED_4X = {("DeleteSubscriptionGroupRequestHeader", "removeOffset")}
 
 
-@pytest.mark.skipif(not _HAVE_MIRROR, reason="Apache RocketMQ git mirror not available on this machine")
+@pytest.mark.skipif(not _HAVE_MIRROR, reason=_NO_MIRROR)
 def test_declarations_cover_java_4_9_8_fields():
     kind = {"String": "s", "Integer": "i", "int": "i", "Long": "l", "long": "l", "Boolean": "b",
             "boolean": "b", "Double": "d", "double": "d", "BoundaryType": "e"}
@@ -642,7 +672,8 @@ def test_declarations_cover_java_4_9_8_fields():
         seen += 1
         ours = {s.wire: kind[s.java_type.name] for s in cls.header_fields()}
         for wire, (jtype, _req, _init) in java.items():
-            if (cls.__name__, wire) in _DROPPED_4X or (cls is SendMessageRequestHeaderV2 and wire in _RPC_WIRE):
+            v2_rpc = cls is SendMessageRequestHeaderV2 and wire in _RPC_WIRE
+            if (cls.__name__, wire) in _DROPPED_4X or v2_rpc:
                 continue
             assert ours.get(wire) == kind[jtype], f"{cls.__name__}.{wire} ({jtype}) at 4.9.8"
     assert seen > 40
