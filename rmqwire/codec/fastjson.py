@@ -442,44 +442,68 @@ def java_double(x: float) -> str:
 def dumps(obj: Any, *, standard: bool = True) -> str:
     """Write ``obj`` as JSON that Java's fastjson reads.
 
-    ``standard=True``: strict JSON (non-string keys quoted, object keys such as MessageQueue
-    written as a JSON string holding the object), via the stdlib encoder where possible.
-    ``standard=False``: fastjson's default style, byte for byte (unquoted non-string keys, object
-    keys as objects, Java double layout, fastjson's string escaping) for golden comparisons.
-    Map order is the mapping's iteration order; values may be dicts, lists/tuples/sets, str,
-    int, float, bool, None, enums (by name), MessageQueue, FrozenObject or objects with a
+    ``standard=True``: strict JSON, byte for byte what a Java NameServer writes on its standard
+    route (features BrowserCompatible + QuoteFieldNames + MapSortField): non-string keys quoted,
+    map keys sorted by their type (ints numerically, strings like String.compareTo,
+    MessageQueues like its compareTo), non-ASCII escaped as uppercase ``\\uXXXX``, ``/`` as
+    ``\\/``, integers beyond +-(2**53-1) written as strings. Object keys (MessageQueue) become a
+    JSON string holding the object, which Java reads back into the key.
+    ``standard=False``: fastjson's default style, byte for byte (unquoted non-string keys,
+    object keys as objects, raw non-ASCII), in the mapping's own order.
+    Both write doubles like Java (``1.5``, ``1.0E7``). Values may be dicts, lists/tuples/sets,
+    str, int, float, bool, None, enums (by name), MessageQueue, FrozenObject or objects with a
     ``to_fastjson()`` method returning such a tree.
     """
-    if standard:
-        try:
-            return json.dumps(
-                obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
-                check_circular=False, default=_std_default,
-            )
-        except (TypeError, ValueError, RecursionError):
-            pass  # object keys, NaN, deep trees or exotic types: the writer below decides
     out: list[str] = []
     _write(obj, out, standard, 0)
     return "".join(out)
 
 
-def _std_default(o: Any) -> Any:
-    if isinstance(o, enum.Enum):
-        return o.name
-    if isinstance(o, (set, frozenset)):
-        return list(o)
-    if isinstance(o, FrozenObject):
-        return o._d
-    if isinstance(o, MessageQueue):
-        return _mq_tree(o)
-    to = getattr(o, "to_fastjson", None)
-    if to is not None:
-        return to()
-    raise TypeError(type(o).__name__)
-
-
 def _mq_tree(mq: MessageQueue) -> dict[str, Any]:
     return {"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic}
+
+
+# BrowserCompatible: '/' and every non-ASCII UTF-16 unit escaped, hex in uppercase. The stdlib
+# encoder (C) does the non-ASCII work; only hex case, '/' and DEL are fixed up afterwards.
+_STD_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\/\x7f]')
+_STD_ESCAPES = dict(_ESCAPES)
+_STD_ESCAPES[ord("/")] = "\\/"
+del _STD_ESCAPES[0x2028], _STD_ESCAPES[0x2029]
+_JSON_ESCAPE_SEQ = re.compile(r"\\u[0-9a-f]{4}|\\\\")
+
+
+def _upper_hex(m: re.Match[str]) -> str:
+    t = m.group()
+    return t if len(t) == 2 else "\\u" + t[2:].upper()
+
+
+def _quote_std(s: str) -> str:
+    if s.isascii():
+        if _STD_NEEDS_ESCAPE.search(s) is None:
+            return f'"{s}"'
+        return '"' + s.translate(_STD_ESCAPES) + '"'
+    t = json.dumps(s)  # ensure_ascii: \\uXXXX (lowercase), surrogate pairs for astral characters
+    t = _JSON_ESCAPE_SEQ.sub(_upper_hex, t)
+    return t.replace("/", "\\/").replace("\x7f", "\\u007F")
+
+
+#: BrowserCompatible writes longs outside this range as strings (JavaScript's safe integers).
+_SAFE_INT = (1 << 53) - 1
+
+
+def _sort_key(k: Any) -> Any:
+    # String.compareTo is UTF-16 code unit order, i.e. the order of the UTF-16BE bytes.
+    return k.encode("utf-16-be", "surrogatepass") if isinstance(k, str) else k
+
+
+def _sorted_items(o: Mapping[Any, Any]) -> Any:
+    items = list(o.items())
+    if len(items) < 2:
+        return items
+    try:
+        return sorted(items, key=lambda kv: _sort_key(kv[0]))
+    except TypeError:  # mixed or unordered key types (e.g. generic object keys): keep order
+        return items
 
 
 def _write(o: Any, out: list[str], standard: bool, depth: int) -> None:
@@ -488,19 +512,20 @@ def _write(o: Any, out: list[str], standard: bool, depth: int) -> None:
     if o is None:
         out.append("null")
     elif isinstance(o, str):
-        out.append(_quote(o))
+        out.append(_quote_std(o) if standard else _quote(o))
     elif o is True:
         out.append("true")
     elif o is False:
         out.append("false")
     elif isinstance(o, int):
-        out.append(int.__repr__(o))
+        text = int.__repr__(o)
+        out.append(f'"{text}"' if standard and not -_SAFE_INT <= o <= _SAFE_INT else text)
     elif isinstance(o, float):
         out.append(java_double(o))
     elif isinstance(o, Mapping):
         out.append("{")
         first = True
-        for k, v in o.items():
+        for k, v in (_sorted_items(o) if standard else o.items()):
             if first:
                 first = False
             else:
@@ -532,7 +557,7 @@ def _write(o: Any, out: list[str], standard: bool, depth: int) -> None:
 
 def _write_key(k: Any, out: list[str], standard: bool, depth: int) -> None:
     if isinstance(k, str):
-        out.append(_quote(k))
+        out.append(_quote_std(k) if standard else _quote(k))
         return
     if isinstance(k, MessageQueue):
         k = _mq_tree(k)
@@ -546,7 +571,7 @@ def _write_key(k: Any, out: list[str], standard: bool, depth: int) -> None:
         out.append(f'"{text}"' if standard else text)
         return
     sub: list[str] = []
-    _write(k, sub, standard, depth + 1)
+    _write(k, sub, False, depth + 1)
+    # Java reads a string key holding the object's JSON back into the object key (spec 9.1).
     text = "".join(sub)
-    # Java reads a string key holding JSON back into the object key (spec 9.1).
-    out.append(_quote(text) if standard else text)
+    out.append(_quote_std(text) if standard else text)

@@ -362,7 +362,7 @@ class CommandHeader:
         if found != len(ext):  # some keys are not ours: keep them
             wire_names = cls.__wire_names__
             for k, v in ext.items():
-                if k not in wire_names:
+                if k not in wire_names and v is not None:  # a null value is an absent key
                     if not isinstance(k, str) or not isinstance(v, str):
                         raise HeaderDecodeError(
                             f"{cls.__name__}: extFields entry {k!r} is not a string pair"

@@ -461,7 +461,9 @@ def test_every_exported_body_is_covered():
 # ---- hypothesis: round trips for every body class, derived from the field declarations ---------
 
 _text = st.text(max_size=6)
-_json_leaf = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _text
+# Generic (ANY) data: Java's standard route writes longs beyond +-(2**53-1) as strings, so a
+# generic value only round-trips inside that range (typed LONG properties read strings back).
+_json_leaf = st.none() | st.booleans() | st.integers(-(2**53 - 1), 2**53 - 1) | _text
 _json_any = st.recursive(
     _json_leaf | st.floats(allow_nan=False, allow_infinity=False),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3),

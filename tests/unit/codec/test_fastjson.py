@@ -156,7 +156,34 @@ def test_string_escaping_matches_fastjson():
     expected = '{"s":"a\\u0001\\u001F\\u007F\\u2028/é\\"\\\\\\b\\t\\n\\f\\r\\u000B😀"}'
     assert dumps({"s": s}, standard=False) == expected
     assert loads(expected) == {"s": s}
-    assert json.loads(dumps({"s": s})) == {"s": s}
+    # fastjson 1.2.83 with BrowserCompatible (the NameServer's standard route)
+    browser = '{"s":"a\\u0001\\u001F\\u007F\\u2028\\/\\u00E9\\"\\\\\\b\\t\\n\\f\\r\\u000B\\uD83D\\uDE00"}'
+    assert dumps({"s": s}) == browser
+    assert json.loads(browser) == {"s": s}
+    assert dumps({"s": "plain/ascii"}) == '{"s":"plain\\/ascii"}'
+
+
+def test_standard_style_sorts_map_keys_like_map_sort_field():
+    # MapSortField sorts by the keys' own type: Long keys numerically (verified: 1, 2, 10).
+    assert dumps({10: "a", 2: "b", 1: "c"}) == '{"1":"c","2":"b","10":"a"}'
+    assert dumps({10: "a", 2: "b", 1: "c"}, standard=False) == '{10:"a",2:"b",1:"c"}'
+    # String keys in String.compareTo order (UTF-16 units: U+FF21 after U+1F600).
+    assert dumps({"\uff21": 1, "\U0001F600": 2, "b": 3, "a": 4}) == (
+        '{"a":4,"b":3,"\\uD83D\\uDE00":2,"\\uFF21":1}'
+    )
+    mq = [MessageQueue("T", b, q) for b, q in (("b", 0), ("a", 3), ("a", 1))]
+    out = dumps({m: 0 for m in mq})
+    assert [loads(k)["brokerName"] + str(loads(k)["queueId"]) for k in json.loads(out)] == [
+        "a1",
+        "a3",
+        "b0",
+    ]
+
+
+def test_standard_style_writes_unsafe_longs_as_strings():
+    # BrowserCompatible: longs outside +-(2**53-1) become strings (JavaScript-safe).
+    assert dumps([2**53 - 1, 2**53, -(2**53)]) == '[9007199254740991,"9007199254740992","-9007199254740992"]'
+    assert dumps([2**53], standard=False) == "[9007199254740992]"
 
 
 def test_non_string_keys_default_style_vs_standard():
@@ -185,7 +212,7 @@ def test_object_keys_default_style_vs_standard():
 def test_standard_output_is_strict_json_for_awkward_values():
     v = {"n": math.nan, "sets": {1}, "t": (1, 2), "big": 2**70}
     out = dumps(v)
-    assert json.loads(out) == {"n": None, "sets": [1], "t": [1, 2], "big": 2**70}
+    assert json.loads(out) == {"n": None, "sets": [1], "t": [1, 2], "big": str(2**70)}
     assert dumps(v, standard=False) == '{"n":null,"sets":[1],"t":[1,2],"big":1180591620717411303424}'
 
 
@@ -234,11 +261,13 @@ def test_default_style_round_trip(v):
 
 
 def _standardise(v):
-    """What a standard JSON reader sees: keys turned into strings."""
+    """What a standard JSON reader sees: keys turned into strings, unsafe longs into strings."""
     if isinstance(v, dict):
         return {_std_key(k): _standardise(x) for k, x in v.items()}
     if isinstance(v, list):
         return [_standardise(x) for x in v]
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53 - 1:
+        return str(v)
     return v
 
 

@@ -687,3 +687,13 @@ def test_non_string_values_on_decode_raise_for_every_type(value):
             continue  # None means absent (Java's HashMap.get)
         with pytest.raises(HeaderDecodeError, match=wire):
             GetMaxOffsetRequestHeader.from_ext_fields(ext)
+
+
+def test_null_values_count_as_absent():
+    h = GetMaxOffsetRequestHeader.from_ext_fields(
+        {"topic": "t", "queueId": "1", "committed": None, "X": None}  # type: ignore[dict-item]
+    )
+    assert h.committed is True and h.extra == {}
+    with pytest.raises(HeaderDecodeError, match="not a string pair"):
+        bad = {"topic": "t", "queueId": "1", "X": 3}
+        GetMaxOffsetRequestHeader.from_ext_fields(bad)  # type: ignore[arg-type]
