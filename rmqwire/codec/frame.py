@@ -166,6 +166,8 @@ class RemotingCommand:
 def _ext_fields_of(header: HasExtFields | Mapping[str, str] | None) -> dict[str, str] | None:
     if header is None:
         return None
+    if type(header) is dict and {*map(type, header)} <= _STR_ONLY >= {*map(type, header.values())}:
+        return header.copy()  # already str -> str: a C-level copy instead of a comprehension
     if hasattr(header, "to_ext_fields"):
         return header.to_ext_fields()
     return {str(k): str(v) for k, v in header.items()}
@@ -188,12 +190,40 @@ def _json_str(s: str) -> str:
     return '"' + s.translate(_JSON_ESCAPES) + '"'
 
 
+_JSON_ENCODE = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
+# The C encoder writes \u00XX with lowercase hex; fastjson uses uppercase. An escaped backslash is
+# matched first so that a literal backslash followed by "u001b" is left alone.
+_LOWER_HEX_ESCAPE = re.compile(r"\\\\|\\u00[01][0-9a-f]")
+
+
+_LOWER_HEX_ANY = re.compile(r"\\u00[01][a-f]")  # cheap pre-check; may over-match, never under
+# Characters the C encoder leaves raw but fastjson escapes.
+_RAW_SPECIAL = re.compile("[\x7f\u2028\u2029]")
+_RAW_SPECIAL_ESCAPES = {0x7F: "\\u007F", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def _upper_escape(m: re.Match[str]) -> str:
+    g = m.group()
+    return g if len(g) == 2 else g[:5] + g[5].upper()
+
+
+def _json_object(d: Mapping[str, str]) -> str:
+    """A str->str map as fastjson writes it (insertion order, fastjson escapes)."""
+    out = _JSON_ENCODE(d)
+    if "\\u00" in out and _LOWER_HEX_ANY.search(out) is not None:
+        out = _LOWER_HEX_ESCAPE.sub(_upper_escape, out)
+    if _RAW_SPECIAL.search(out) is not None:
+        out = out.translate(_RAW_SPECIAL_ESCAPES)
+    return out
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
-    """The JSON header exactly as Java's fastjson writes it: keys sorted, null members omitted."""
+    """The JSON header exactly as Java's fastjson writes it: top-level keys sorted, null members
+    omitted, extFields in the map's own order (Java writes its HashMap's order)."""
     parts = [f'{{"code":{cmd.code}']
     if cmd.ext_fields is not None:
-        items = ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in cmd.ext_fields.items())
-        parts.append(f',"extFields":{{{items}}}')
+        parts.append(',"extFields":')
+        parts.append(_json_object(cmd.ext_fields))
     parts.append(f',"flag":{cmd.flag}')
     if cmd.language is not None:
         parts.append(f',"language":"{cmd.language.name}"')
@@ -249,14 +279,20 @@ def _lenient_language(value: Any) -> LanguageCode | None:
     raise HeaderDecodeError(f"bad language value in JSON header: {value!r}")
 
 
-def decode_json_header(data: bytes) -> RemotingCommand:
+_JSON_DECODE = json.JSONDecoder().decode
+_STR_ONLY = {str}
+_LANGUAGE_BY_NAME = {lc.name: lc for lc in LanguageCode}
+_NO_LANGUAGE = object()
+
+
+def decode_json_header(data: bytes, body: bytes | None = None) -> RemotingCommand:
     """Read a JSON header as leniently as fastjson does (wire-format.md section 2)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise HeaderDecodeError(f"JSON header is not valid UTF-8: {e.reason}", offset=e.start) from None
     try:
-        obj = json.loads(text)
+        obj = _JSON_DECODE(text)
     except (json.JSONDecodeError, RecursionError):
         from rmqwire.codec import fastjson  # lenient fallback: unquoted keys, single quotes
 
@@ -272,17 +308,34 @@ def decode_json_header(data: bytes) -> RemotingCommand:
     if ext is not None:
         if not isinstance(ext, dict):
             raise HeaderDecodeError(f"extFields is a {type(ext).__name__}, expected an object")
-        ext = {str(k): _java_string(v) for k, v in ext.items() if v is not None}
-    remark = obj.get("remark")
+        # Java clients send only string values: then the parsed dict is already the answer.
+        if ext and not ({*map(type, ext)} == _STR_ONLY and {*map(type, ext.values())} == _STR_ONLY):
+            ext = {str(k): _java_string(v) for k, v in ext.items() if v is not None}
+    get = obj.get
+    # Same checking order as the general path (code, language, version, opaque, flag).
+    code, lang = get("code"), get("language")
+    if type(code) is not int:
+        code = _lenient_int(obj, "code", 0)
+    language = _LANGUAGE_BY_NAME.get(lang, _NO_LANGUAGE) if type(lang) is str else _NO_LANGUAGE
+    if language is _NO_LANGUAGE:
+        language = _lenient_language(lang)
+    version, opaque, flag = get("version"), get("opaque"), get("flag")
+    if type(version) is not int:
+        version = _lenient_int(obj, "version", 0)
+    if type(opaque) is not int:
+        opaque = _lenient_int(obj, "opaque", 0)
+    if type(flag) is not int:
+        flag = _lenient_int(obj, "flag", 0)
+    remark = get("remark")
     return RemotingCommand(
-        code=_lenient_int(obj, "code", 0),
-        language=_lenient_language(obj.get("language")),
-        version=_lenient_int(obj, "version", 0),
-        opaque=_lenient_int(obj, "opaque", 0),
-        flag=_lenient_int(obj, "flag", 0),
+        code=code,
+        language=language,
+        version=version,
+        opaque=opaque,
+        flag=flag,
         remark=None if remark is None else _java_string(remark),
         ext_fields=ext,
-        body=None,
+        body=body,
         serialize_type=SerializeType.JSON,
     )
 
@@ -292,33 +345,50 @@ def decode_json_header(data: bytes) -> RemotingCommand:
 _RMQ_FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_RMQ_FIXED_REMARK = struct.Struct(">hBhiii")
+
+
+# Encoded "keyLen key" prefixes: header keys come from a small fixed vocabulary (a..n, topic, ...).
+_KEY_PREFIX_CACHE: dict[str, bytes] = {}
+_KEY_PREFIX_CACHE_MAX = 4096
+
+
+def _key_prefix(k: str) -> bytes:
+    kb = k.encode("utf-8")
+    prefix = _I16.pack(len(kb)) + kb
+    if len(_KEY_PREFIX_CACHE) < _KEY_PREFIX_CACHE_MAX:
+        _KEY_PREFIX_CACHE[k] = prefix
+    return prefix
 
 
 def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     """The ROCKETMQ binary header; codes and versions keep only their low 16 bits, as in Java."""
     language = 0 if cmd.language is None else int(cmd.language)
-    out = bytearray(
-        _RMQ_FIXED.pack(
-            _to_int16(cmd.code), language, _to_int16(cmd.version), _to_int32(cmd.opaque), cmd.flag
-        )
-    )
     remark = cmd.remark.encode("utf-8") if cmd.remark else b""
-    out += _I32.pack(len(remark))
-    out += remark
-    entries = bytearray()
+    parts = []
     if cmd.ext_fields:
+        cache_get = _KEY_PREFIX_CACHE.get
+        pack32 = _I32.pack
+        append = parts.append
         for k, v in cmd.ext_fields.items():
             if k is None or v is None:
                 continue
-            kb = k.encode("utf-8")
+            append(cache_get(k) or _key_prefix(k))
             vb = v.encode("utf-8")
-            entries += _I16.pack(len(kb))
-            entries += kb
-            entries += _I32.pack(len(vb))
-            entries += vb
-    out += _I32.pack(len(entries))
-    out += entries
-    return bytes(out)
+            append(pack32(len(vb)))
+            append(vb)
+    entries = b"".join(parts)
+    return b"".join(
+        (
+            _RMQ_FIXED.pack(
+                _to_int16(cmd.code), language, _to_int16(cmd.version), _to_int32(cmd.opaque), cmd.flag
+            ),
+            _I32.pack(len(remark)),
+            remark,
+            _I32.pack(len(entries)),
+            entries,
+        )
+    )
 
 
 def _to_int16(v: int) -> int:
@@ -331,15 +401,18 @@ def _to_int32(v: int) -> int:
     return v - 0x100000000 if v >= 0x80000000 else v
 
 
-def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
+_LANGUAGE_BY_CODE = {int(lc): lc for lc in LanguageCode}
+
+
+def decode_rocketmq_header(data: bytes | memoryview, body: bytes | None = None) -> RemotingCommand:
     """Read a ROCKETMQ header. Zero-length remark, keys and values decode as null (Java does)."""
+    if type(data) is not bytes:
+        data = bytes(data)  # slicing bytes is much cheaper than slicing a memoryview
     n = len(data)
     if n < 21:
         raise HeaderDecodeError(f"ROCKETMQ header is {n} bytes, shorter than the 21 fixed bytes")
-    code, lang, version, opaque, flag = _RMQ_FIXED.unpack_from(data, 0)
-    pos = 13
-    (remark_len,) = _I32.unpack_from(data, pos)
-    pos += 4
+    code, lang, version, opaque, flag, remark_len = _RMQ_FIXED_REMARK.unpack_from(data, 0)
+    pos = 17
     if remark_len < 0 or remark_len > n - pos:
         raise HeaderDecodeError(f"remark length {remark_len} exceeds the header", offset=pos - 4)
     remark = _utf8(data[pos : pos + remark_len], pos) if remark_len else None
@@ -354,38 +427,45 @@ def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
     end = pos + ext_len
     if ext_len:
         ext = {}
-        while pos < end:
-            if end - pos < 2:
-                raise HeaderDecodeError("truncated extFields key length", offset=pos)
-            (klen,) = _I16.unpack_from(data, pos)
-            pos += 2
-            if klen < 0 or klen > end - pos:
-                raise HeaderDecodeError(f"extFields key length {klen} overruns", offset=pos - 2)
-            key = _utf8(data[pos : pos + klen], pos) if klen else None
-            pos += klen
-            if end - pos < 4:
-                raise HeaderDecodeError("truncated extFields value length", offset=pos)
-            (vlen,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if vlen < 0 or vlen > end - pos:
-                raise HeaderDecodeError(f"extFields value length {vlen} overruns", offset=pos - 4)
-            value = _utf8(data[pos : pos + vlen], pos) if vlen else None
-            pos += vlen
-            if key is not None and value is not None:
-                ext[key] = value
-    try:
-        language: LanguageCode | None = LanguageCode(lang)
-    except ValueError:
-        language = None  # Java's LanguageCode.valueOf(byte) yields null for unknown codes
+        i16 = _I16.unpack_from
+        i32 = _I32.unpack_from
+        spos = pos  # start of the string being decoded, for the error offset
+        try:
+            while pos < end:
+                if end - pos < 2:
+                    raise HeaderDecodeError("truncated extFields key length", offset=pos)
+                (klen,) = i16(data, pos)
+                pos += 2
+                if klen < 0 or klen > end - pos:
+                    raise HeaderDecodeError(f"extFields key length {klen} overruns", offset=pos - 2)
+                key = None
+                if klen:
+                    spos = pos
+                    key = data[pos : pos + klen].decode()
+                pos += klen
+                if end - pos < 4:
+                    raise HeaderDecodeError("truncated extFields value length", offset=pos)
+                (vlen,) = i32(data, pos)
+                pos += 4
+                if vlen < 0 or vlen > end - pos:
+                    raise HeaderDecodeError(f"extFields value length {vlen} overruns", offset=pos - 4)
+                if vlen:
+                    spos = pos
+                    value = data[pos : pos + vlen].decode()
+                    if key is not None:
+                        ext[key] = value
+                pos += vlen
+        except UnicodeDecodeError as e:
+            raise HeaderDecodeError(f"invalid UTF-8: {e.reason}", offset=spos + e.start) from None
     return RemotingCommand(
         code=code,
-        language=language,
+        language=_LANGUAGE_BY_CODE.get(lang),  # Java's LanguageCode.valueOf(byte): null if unknown
         version=version,
         opaque=opaque,
         flag=flag,
         remark=remark,
         ext_fields=ext,
-        body=None,
+        body=body,
         serialize_type=SerializeType.ROCKETMQ,
     )
 
@@ -433,16 +513,13 @@ def decode_frame_payload(payload: bytes | memoryview) -> RemotingCommand:
             f"header length {header_length} exceeds the frame's {n - 4} bytes after the header word"
         )
     header = payload[4 : 4 + header_length]
-    if stype == SerializeType.JSON:
-        cmd = decode_json_header(bytes(header))
-    elif stype == SerializeType.ROCKETMQ:
-        cmd = decode_rocketmq_header(header)
-    else:
-        raise UnknownSerializeTypeError(f"unknown serialize type {stype} in header word")
     body_len = n - 4 - header_length
-    if body_len:
-        return dataclasses.replace(cmd, body=bytes(payload[4 + header_length :]))
-    return cmd
+    body = bytes(payload[4 + header_length :]) if body_len else None
+    if stype == SerializeType.ROCKETMQ:
+        return decode_rocketmq_header(header, body)
+    if stype == SerializeType.JSON:
+        return decode_json_header(bytes(header), body)
+    raise UnknownSerializeTypeError(f"unknown serialize type {stype} in header word")
 
 
 class FrameDecoder:

@@ -35,6 +35,12 @@ def reference_unavailable(reason: str, *, docker: bool = False) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(name="reference_unavailable")
+def reference_unavailable_fixture() -> Callable[[str], None]:
+    """The skip-or-fail-in-CI policy, for tests that start an official tool themselves."""
+    return reference_unavailable
+
+
 def reference_version(config: pytest.Config) -> str:
     return (config.getoption("--rocketmq-version") or os.environ.get("RMQWIRE_ROCKETMQ_VERSION")
             or "5.3.3")

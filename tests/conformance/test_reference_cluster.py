@@ -2,7 +2,7 @@
 works against it, more brokers join, and stopping it leaves no JVM behind.
 
 The parser tests at the end run on output captured from the official mqadmin (5.3.3 and 4.9.7) and
-need no JVM.
+benchmark (rocketmq-example 5.5.0) and need no JVM.
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from tools.reference import jars
-from tools.reference.benchmark import run_consumer, run_producer
+from tools.reference.benchmark import (
+    ConsumerReport,
+    ProducerSummary,
+    parse_consumer_reports,
+    parse_producer_summary,
+    run_consumer,
+    run_producer,
+)
 from tools.reference.cluster import pid_alive
 from tools.reference.jars import ReferenceUnavailable
 from tools.reference.mqadmin import (
@@ -163,11 +170,23 @@ def test_4_9_8_server_jars_are_reported_unavailable():
         pytest.fail("4.9.8 resolved: Central now has the server jars, make it the 4.x reference")
 
 
-def test_official_benchmark_is_reported_unavailable():
-    with pytest.raises(ReferenceUnavailable, match="rocketmq-example"):
-        run_producer("127.0.0.1:9876", "-t", "T")
-    with pytest.raises(ReferenceUnavailable, match="rocketmq-example"):
-        run_consumer("127.0.0.1:9876", "-t", "T")
+@pytest.mark.slow
+def test_official_benchmark_producer_and_consumer(reference_cluster, reference_unavailable):
+    topic = f"Bench_{uuid.uuid4().hex[:8]}"
+    try:
+        produced = run_producer(reference_cluster.namesrv_addr, "-t", topic, "-w", "2", "-s", "128", "-q", "2000")
+    except ReferenceUnavailable as exc:
+        reference_unavailable(str(exc))
+    assert produced.returncode == 0 and not produced.timed_out, produced.output[-2000:]
+    summary = parse_producer_summary(produced.output)
+    assert (summary.send_total, summary.send_failed, summary.response_failed) == (2000, 0, 0)
+
+    consumed = run_consumer(reference_cluster.namesrv_addr, "-t", topic, "-g", f"G_{topic}", "-w", "2",
+                            "-ri", "1000", duration=25)
+    reports = parse_consumer_reports(consumed.output)
+    assert "Consumer Started." in consumed.output
+    assert sum(r.consume_tps for r in reports) > 0, consumed.output[-2000:]
+    assert all(r.consume_fail == 0 for r in reports)
 
 
 # --------------------------------------------------------------------------- parsers (captured output)
@@ -224,3 +243,21 @@ def test_parse_topic_status_and_update_topic():
         "writeQueueNums=4, perm=RW-, topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}]\n")
     assert created.broker_addrs == ("127.0.0.1:24752",)
     assert created.topic_config["perm"] == "RW-" and created.topic_config["attributes"] == "{}"
+
+
+def test_parse_benchmark_output():
+    out = ("Current Time: 2026-11-21 18:58:15,521 | Send TPS: 1191 | Max RT(ms): 1419 | Average RT(ms):   3.481 "
+           "| Send Failed: 0 | Response Failed: 0\n"
+           "[Complete] Send Total: 20000 | Send TPS: 2015 | Max RT(ms): 1419 | Average RT(ms):   1.971 "
+           "| Send Failed: 0 | Response Failed: 0\n")
+    assert parse_producer_summary(out) == ProducerSummary(20000, 2015, 1419, 1.971, 0, 0)
+    assert parse_producer_summary("[Complete] Send Total: 10 Send Failed: 1 Response Failed: 2") == \
+        ProducerSummary(10, None, None, None, 1, 2)
+    with pytest.raises(ValueError):
+        parse_producer_summary("Consumer Started.")
+    reports = parse_consumer_reports(
+        "Consumer Started.\nCurrent Time: x | Consume TPS: 2223 | AVG(B2C) RT(ms): 11620.615 | AVG(S2C) RT(ms): "
+        "11619.753 | MAX(B2C) RT(ms): 17884 | MAX(S2C) RT(ms): 17763 | Consume Fail: 0\n"
+        "Current Time: y | Consume TPS: 0 | AVG(B2C) RT(ms):     NaN | AVG(S2C) RT(ms):     NaN | "
+        "MAX(B2C) RT(ms): 0 | MAX(S2C) RT(ms): 0 | Consume Fail: 3\n")
+    assert reports == [ConsumerReport(2223, 11620.615, 11619.753, 0), ConsumerReport(0, None, None, 3)]

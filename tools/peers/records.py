@@ -121,6 +121,7 @@ class ReceivedRecord:
     born_timestamp: int | None = None
     store_timestamp: int | None = None
     sys_flag: int | None = None
+    store_size: int | None = None
 
     @property
     def user_properties(self) -> dict[str, str]:
@@ -150,6 +151,7 @@ class ReceivedRecord:
                 born_timestamp=_opt_int(obj.get("bornTimestamp")),
                 store_timestamp=_opt_int(obj.get("storeTimestamp")),
                 sys_flag=_opt_int(obj.get("sysFlag")),
+                store_size=_opt_int(obj.get("storeSize")),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise PeerOutputError(f"bad received record {obj!r}: {e}") from e

@@ -62,7 +62,12 @@ def lib_dir(version: str = DEFAULT_VERSION) -> Path:
 
 def ensure_jars(version: str = DEFAULT_VERSION) -> Path:
     """Resolve the official jars for ``version`` (namesrv, broker, tools, client) into lib_dir."""
-    lib = lib_dir(version)
+    return resolve_pom(POM, lib_dir(version), {"rocketmq.version": version}, f"RocketMQ {version}",
+                       "rocketmq-broker-*.jar")
+
+
+def resolve_pom(pom: Path, lib: Path, properties: dict[str, str], label: str, expect: str) -> Path:
+    """``mvn dependency:copy-dependencies`` of ``pom`` into ``lib``, once (marker file ``.resolved``)."""
     marker = lib / ".resolved"
     if marker.exists():
         return lib
@@ -70,28 +75,29 @@ def ensure_jars(version: str = DEFAULT_VERSION) -> Path:
     if mvn is None:
         raise ReferenceUnavailable("Maven (mvn) is not installed")
     lib.mkdir(parents=True, exist_ok=True)
-    # Several pytest processes may resolve at once; one mvn run per version, the others wait.
+    # Several pytest processes may resolve at once; one mvn run per lib dir, the others wait.
     with open(lib.parent / ".resolve.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists():
             return lib
-        cmd = [mvn, "-B", "-q", "-f", str(POM), f"-Drocketmq.version={version}", f"-Dlib.dir={lib}",
-               "dependency:copy-dependencies"]
+        cmd = [mvn, "-B", "-q", "-f", str(pom), *(f"-D{k}={v}" for k, v in properties.items()),
+               f"-Dlib.dir={lib}", "dependency:copy-dependencies"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise ReferenceUnavailable(_mvn_failure(version, proc.stdout + proc.stderr))
-        if not any(lib.glob("rocketmq-broker-*.jar")):
-            raise ReferenceUnavailable(f"mvn finished but {lib} holds no rocketmq-broker jar")
-        marker.write_text(version + "\n")
+            raise ReferenceUnavailable(_mvn_failure(label, proc.stdout + proc.stderr))
+        if not any(lib.glob(expect)):
+            raise ReferenceUnavailable(f"mvn finished but {lib} holds no {expect}")
+        marker.write_text(label + "\n")
     return lib
 
 
-def _mvn_failure(version: str, output: str) -> str:
+def _mvn_failure(label: str, output: str) -> str:
     missing = sorted(set(re.findall(r"org\.apache\.rocketmq:[\w-]+:jar:\d[\w.-]*\d", output)))
-    msg = f"mvn could not resolve RocketMQ {version}"
+    msg = f"mvn could not resolve {label}"
     if missing:
-        msg += (f": {', '.join(missing)} not on Maven Central (the release's server modules were never "
-                f"published there; the 4.x reference version is {REFERENCE_4X})")
+        msg += f": {', '.join(missing)} not on Maven Central"
+        if any(":rocketmq-namesrv:" in m or ":rocketmq-broker:" in m for m in missing):
+            msg += f" (that release's server modules were never published there; the 4.x reference is {REFERENCE_4X})"
     tail = "\n".join(line for line in output.splitlines() if "ERROR" in line)[-2000:] or output[-2000:]
     return f"{msg}\n{tail}"
 

@@ -94,3 +94,13 @@ def test_mutated_frames_raise_only_codec_errors(cmd, stype, data):
         FrameDecoder(max_frame_length=1 << 16).feed(bytes(frame))
     except CodecError:
         pass
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), st.text(max_size=24), max_size=8))
+def test_fast_json_map_writer_matches_reference_escaper(d):
+    # The C-encoder path with fix-ups must equal the plain table-driven fastjson escaper.
+    from rmqwire.codec.frame import _json_object, _json_str
+
+    reference = "{" + ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in d.items()) + "}"
+    assert _json_object(d) == reference

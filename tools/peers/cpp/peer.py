@@ -203,6 +203,7 @@ def consume(args: argparse.Namespace) -> int:
             "tags": props.get("TAGS"), "keys": props.get("KEYS"), "properties": props,
             "reconsumeTimes": m.reconsume_times, "bornHost": None, "storeHost": None,
             "bornTimestamp": m.born_timestamp, "storeTimestamp": m.store_timestamp,
+            "storeSize": m.store_size,
         })
         with count_lock:
             received[0] += 1

@@ -195,6 +195,9 @@ async function consume(o) {
   consumer.subscribe(topic, o.sub || '*', async msg => {
     const props = Object.assign({}, msg.properties);
     if (props.TAGS === null) delete props.TAGS;
+    // ali-ons splits the stored property string on its trailing separator too, which leaves an
+    // empty name with an empty value; that entry is a parsing artefact, not a property.
+    delete props[''];
     const body = msg.body || Buffer.alloc(0);
     const text = printableUtf8(body);
     emit({
