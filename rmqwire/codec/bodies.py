@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 from rmqwire.codec import fastjson
+from rmqwire.codec.message import java_string_hash
 from rmqwire.codec.codes import DEFAULT_VERSION, V5_0_0, LanguageCode
 from rmqwire.errors import CodecError, MQClientError
 from rmqwire.model import (
@@ -725,15 +726,6 @@ class HeartbeatData(FastjsonBody):
     without_sub: bool = prop("withoutSub", BOOL, False)  # 5.x (Java getter isWithoutSub)
 
 
-def _java_string_hash(s: str) -> int:
-    """Java ``String.hashCode()``: 31*h + c over UTF-16 code units, wrapped to int32."""
-    h = 0
-    units = s.encode("utf-16-be", "surrogatepass")
-    for (cu,) in struct.iter_unpack(">H", units):
-        h = (31 * h + cu) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def build_subscription_data(
     topic: str, expression: str | None, expression_type: str | None = ExpressionType.TAG
 ) -> SubscriptionData:
@@ -757,7 +749,7 @@ def build_subscription_data(
             tag = piece.strip()
             if tag:
                 sd.tags_set.append(tag)
-                sd.code_set.append(_java_string_hash(tag))
+                sd.code_set.append(java_string_hash(tag))
         return sd
     if not expression:
         raise MQClientError(f"a {expression_type} expression cannot be empty")

@@ -297,7 +297,7 @@ def decode_json_header(data: bytes, body: bytes | None = None) -> RemotingComman
         from rmqwire.codec import fastjson  # lenient fallback: unquoted keys, single quotes
 
         try:
-            obj = fastjson.loads(text)
+            obj = fastjson.loads_lenient(text)
         except CodecError as e:
             raise HeaderDecodeError(f"JSON header is not valid JSON: {e}") from None
     if not isinstance(obj, dict):

@@ -583,7 +583,7 @@ def test_random_trees_raise_only_codec_error(cls, data):
 
 
 def test_java_string_hash_reference_values():
-    h = B._java_string_hash
+    h = B.java_string_hash  # re-exported from rmqwire.codec.message
     assert [h("TagA"), h("TagB"), h("*"), h("标签"), h("")] == [2598919, 2598920, 42, 857175, 0]
     assert h("polygenelubricants") == -(2**31)  # int32 wrap-around
     assert struct.pack(">i", h("a" * 100))  # always fits an int32
