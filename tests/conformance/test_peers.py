@@ -129,7 +129,8 @@ def test_java_batch_roundtrip_litepull(java_peer, new_topic):
     assert {r.status for r in sent} == {"SEND_OK"}
     # One batch lands in one queue at consecutive offsets.
     assert len({r.queue for r in sent}) == 1
-    assert sorted(r.queue_offset for r in sent) == list(range(sent[0].queue_offset, sent[0].queue_offset + 20))
+    first = min(r.queue_offset for r in sent)
+    assert sorted(r.queue_offset for r in sent) == list(range(first, first + 20))
     got = java_peer.consume(topic, 20, mode="litepull", group=group("java_batch"))
     # The broker appends the batch's own properties (its UNIQ_KEY among them) to every stored
     # message, so consumers see one msgId for the whole batch while the SendResult listed 20
@@ -222,19 +223,31 @@ def test_java_to_node(java_peer, node_peer, new_topic):
 # ---------------------------------------------------------------- C++ client <-> Java
 
 
-def test_cpp_to_java(java_peer, cpp_peer, new_topic):
+@pytest.mark.parametrize("mode", ["sync", "async", "oneway", "ordered"])
+def test_cpp_to_java(java_peer, cpp_peer, new_topic, mode):
     topic = new_topic()
-    sent = cpp_peer.produce(topic, 10, tag="TagC", keys="ck-{i}", props=USER_PROPS)
-    assert {r.status for r in sent} == {"SEND_OK"}
-    got = java_peer.consume(topic, 10, group=group("cpp2java"))
+    extra = ["--queue", "1"] if mode == "ordered" else []
+    sent = cpp_peer.produce(topic, 10, mode=mode, tag="TagC", keys="ck-{i}", props=USER_PROPS,
+                            extra=extra)
+    assert {r.status for r in sent} == ({"ONEWAY"} if mode == "oneway" else {"SEND_OK"})
+    got = java_peer.consume(topic, 10, group=group(f"cpp2java_{mode}"))
     # The C API reports no queue in its send result, only the queue offset.
     assert_delivered(sent, got, check_queue=False)
-    assert sorted(r.queue_offset for r in got) == sorted(r.queue_offset for r in sent)
+    if mode != "oneway":
+        assert sorted(r.queue_offset for r in got) == sorted(r.queue_offset for r in sent)
+    if mode == "ordered":
+        assert {r.queue.queue_id for r in got} == {1}
 
 
-def test_java_to_cpp(java_peer, cpp_peer, new_topic):
+@pytest.mark.parametrize("orderly", [False, True], ids=["concurrently", "orderly"])
+def test_java_to_cpp(java_peer, cpp_peer, new_topic, orderly):
     topic = new_topic()
     sent = java_peer.produce(topic, 10, tag="TagK", keys="kk-{i}", props=USER_PROPS)
-    got = cpp_peer.consume(topic, 10, group=group("java2cpp"), timeout_ms=60000,
+    # The C API cannot list properties, so the consumer is told which ones to read back.
+    got = cpp_peer.consume(topic, 10, group=group("java2cpp"), orderly=orderly, timeout_ms=60000,
                            extra=["--prop-names", ",".join(USER_PROPS)])
     assert_delivered(sent, got)
+    if orderly:
+        for q in {r.queue.queue_id for r in got}:
+            offsets = [r.queue_offset for r in got if r.queue.queue_id == q]
+            assert offsets == sorted(offsets)

@@ -205,6 +205,10 @@ public final class Peer {
         String mode = o.get("mode", "sync");
         String group = o.get("group", "rmqwire_peer_producer_" + ProcessHandle.current().pid());
         String txState = o.get("tx-state", "commit");
+        if (!java.util.Arrays.asList("sync", "async", "oneway", "batch", "ordered", "delay", "transactional")
+            .contains(mode)) {
+            throw new IllegalArgumentException("unknown produce mode " + mode);
+        }
 
         DefaultMQProducer producer;
         if (mode.equals("transactional")) {
