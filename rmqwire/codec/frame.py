@@ -163,11 +163,21 @@ class RemotingCommand:
         return dataclasses.replace(self, opaque=opaque)
 
 
+def _all_str(d: Mapping[Any, Any]) -> bool:
+    """Every key and value is a str (join raises on anything else: a C-level type check)."""
+    try:
+        "".join(d)
+        "".join(d.values())
+    except TypeError:
+        return False
+    return True
+
+
 def _ext_fields_of(header: HasExtFields | Mapping[str, str] | None) -> dict[str, str] | None:
     if header is None:
         return None
-    if type(header) is dict and {*map(type, header)} <= _STR_ONLY >= {*map(type, header.values())}:
-        return header.copy()  # already str -> str: a C-level copy instead of a comprehension
+    if type(header) is dict and _all_str(header):
+        return header.copy()
     if hasattr(header, "to_ext_fields"):
         return header.to_ext_fields()
     return {str(k): str(v) for k, v in header.items()}
@@ -198,7 +208,6 @@ _LOWER_HEX_ESCAPE = re.compile(r"\\\\|\\u00[01][0-9a-f]")
 
 _LOWER_HEX_ANY = re.compile(r"\\u00[01][a-f]")  # cheap pre-check; may over-match, never under
 # Characters the C encoder leaves raw but fastjson escapes.
-_RAW_SPECIAL = re.compile("[\x7f\u2028\u2029]")
 _RAW_SPECIAL_ESCAPES = {0x7F: "\\u007F", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
@@ -212,7 +221,8 @@ def _json_object(d: Mapping[str, str]) -> str:
     out = _JSON_ENCODE(d)
     if "\\u00" in out and _LOWER_HEX_ANY.search(out) is not None:
         out = _LOWER_HEX_ESCAPE.sub(_upper_escape, out)
-    if _RAW_SPECIAL.search(out) is not None:
+    # Substring tests are far cheaper than a regex scan; U+2028/9 can only occur in non-ASCII text.
+    if "\x7f" in out or (not out.isascii() and ("\u2028" in out or "\u2029" in out)):
         out = out.translate(_RAW_SPECIAL_ESCAPES)
     return out
 
@@ -280,7 +290,6 @@ def _lenient_language(value: Any) -> LanguageCode | None:
 
 
 _JSON_DECODE = json.JSONDecoder().decode
-_STR_ONLY = {str}
 _LANGUAGE_BY_NAME = {lc.name: lc for lc in LanguageCode}
 _NO_LANGUAGE = object()
 
@@ -309,7 +318,7 @@ def decode_json_header(data: bytes, body: bytes | None = None) -> RemotingComman
         if not isinstance(ext, dict):
             raise HeaderDecodeError(f"extFields is a {type(ext).__name__}, expected an object")
         # Java clients send only string values: then the parsed dict is already the answer.
-        if ext and not ({*map(type, ext)} == _STR_ONLY and {*map(type, ext.values())} == _STR_ONLY):
+        if ext and not _all_str(ext):
             ext = {str(k): _java_string(v) for k, v in ext.items() if v is not None}
     get = obj.get
     # Same checking order as the general path (code, language, version, opaque, flag).
