@@ -35,7 +35,7 @@ def reference_unavailable(reason: str, *, docker: bool = False) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(name="reference_unavailable")
+@pytest.fixture(name="reference_unavailable", scope="session")
 def reference_unavailable_fixture() -> Callable[[str], None]:
     """The skip-or-fail-in-CI policy, for tests that start an official tool themselves."""
     return reference_unavailable
