@@ -10,6 +10,7 @@ Spec: shared/spec/wire-format.md sections 1.2, 3, 4 and 7.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
@@ -157,18 +158,13 @@ class RemotingProtocol(Protocol):
         why = reason.getErrorMessage()
         lost = self.connection.close()
         lost += [op for op in self._calls if op not in lost]
-        for opaque in lost:
-            call = self._calls.pop(opaque, None)
-            if call is None:
-                continue
-            if call.timer.active():
-                call.timer.cancel()
-            call.deferred.errback(
-                ConnectionLostError(
-                    f"connection to {self.peer} lost while request {code_name(call.code)} "
-                    f"opaque {opaque} was pending: {why}"
-                )
-            )
+        self._fail_calls(
+            lost,
+            lambda op, call: ConnectionLostError(
+                f"connection to {self.peer} lost while request {code_name(call.code)} "
+                f"opaque {op} was pending: {why}"
+            ),
+        )
         self.log.debug("connection to {peer} lost: {why}", peer=self.peer, why=why)
         waiters, self._close_waiters = self._close_waiters, []
         for w in waiters:
@@ -279,18 +275,23 @@ class RemotingProtocol(Protocol):
         expired = self.connection.expire(self.reactor.seconds())
         if opaque not in expired and self.connection.cancel(opaque):
             expired.append(opaque)  # guard against clock rounding: our own timer fired
-        for op in expired:
+        self._fail_calls(
+            expired,
+            lambda op, call: RemotingTimeoutError(
+                f"request {code_name(call.code)} opaque {op} to {self.peer} timed out after "
+                f"{call.timeout:g} s"
+            ),
+        )
+
+    def _fail_calls(self, opaques: list[int], error: Callable[[int, _Call], Exception]) -> None:
+        """Forget these pending calls, stop their timers and fail their Deferreds."""
+        for op in opaques:
             call = self._calls.pop(op, None)
             if call is None:
                 continue
             if call.timer.active():
                 call.timer.cancel()
-            call.deferred.errback(
-                RemotingTimeoutError(
-                    f"request {code_name(call.code)} opaque {op} to {self.peer} timed out after "
-                    f"{call.timeout:g} s"
-                )
-            )
+            call.deferred.errback(error(op, call))
 
     def _dispatch(self, request: RemotingCommand) -> None:
         context = RequestContext(peer=self.peer, channel=self)
