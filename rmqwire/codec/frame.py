@@ -9,6 +9,7 @@ Spec: shared/spec/wire-format.md sections 1-5.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import struct
@@ -357,17 +358,11 @@ _I16 = struct.Struct(">h")
 _RMQ_FIXED_REMARK = struct.Struct(">hBhiii")
 
 
-# Encoded "keyLen key" prefixes: header keys come from a small fixed vocabulary (a..n, topic, ...).
-_KEY_PREFIX_CACHE: dict[str, bytes] = {}
-_KEY_PREFIX_CACHE_MAX = 4096
-
-
+@functools.lru_cache(maxsize=4096)
 def _key_prefix(k: str) -> bytes:
+    """Encoded "keyLen key": header keys come from a small fixed vocabulary (a..n, topic, ...)."""
     kb = k.encode("utf-8")
-    prefix = _I16.pack(len(kb)) + kb
-    if len(_KEY_PREFIX_CACHE) < _KEY_PREFIX_CACHE_MAX:
-        _KEY_PREFIX_CACHE[k] = prefix
-    return prefix
+    return _I16.pack(len(kb)) + kb
 
 
 def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -376,13 +371,13 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     remark = cmd.remark.encode("utf-8") if cmd.remark else b""
     parts = []
     if cmd.ext_fields:
-        cache_get = _KEY_PREFIX_CACHE.get
+        key_prefix = _key_prefix
         pack32 = _I32.pack
         append = parts.append
         for k, v in cmd.ext_fields.items():
             if k is None or v is None:
                 continue
-            append(cache_get(k) or _key_prefix(k))
+            append(key_prefix(k))
             vb = v.encode("utf-8")
             append(pack32(len(vb)))
             append(vb)
@@ -390,7 +385,11 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     return b"".join(
         (
             _RMQ_FIXED.pack(
-                _to_int16(cmd.code), language, _to_int16(cmd.version), _to_int32(cmd.opaque), cmd.flag
+                _to_int16(cmd.code),
+                language,
+                _to_int16(cmd.version),
+                _to_int32(cmd.opaque),
+                _to_int32(cmd.flag),
             ),
             _I32.pack(len(remark)),
             remark,
