@@ -12,13 +12,21 @@ done_stage() { echo "<== $STAGE_NAME: $(( $(date +%s) - STAGE_T0 )) s"; }
 
 stage "system packages"
 need=()
+command -v "$PY" >/dev/null || need+=(python3)
+# Debian/Ubuntu ship venv/ensurepip separately; without it `python3 -m venv` fails.
+command -v "$PY" >/dev/null && "$PY" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 [ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/javac ] || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need+=(maven)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# test.sh checks with pgrep that no JVM outlives the tests; without procps that check is silently void.
+command -v pgrep >/dev/null || need+=(procps)
 if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  SUDO=()
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=(sudo -n); fi
+  if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || [ ${#SUDO[@]} -gt 0 ]; }; then
+    ${SUDO[@]+"${SUDO[@]}"} apt-get update -qq
+    ${SUDO[@]+"${SUDO[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
   else
     echo "missing system packages: ${need[*]} (install them, e.g. with apt-get)" >&2
     exit 1

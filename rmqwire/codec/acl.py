@@ -60,7 +60,10 @@ def calculate_signature(content: bytes, secret_key: str, algorithm: str = "HmacS
         digest = SIGNING_ALGORITHMS[algorithm]
     except KeyError:
         raise CodecError(f"unknown signing algorithm {algorithm!r}") from None
-    mac = hmac.new(secret_key.encode("utf-8"), content, digest).digest()
+    try:
+        mac = hmac.new(secret_key.encode("utf-8"), content, digest).digest()
+    except (AttributeError, TypeError, UnicodeEncodeError) as e:
+        raise CodecError(f"cannot sign with this secret key / content: {e}") from None
     return base64.b64encode(mac).decode("ascii")
 
 

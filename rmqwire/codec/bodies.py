@@ -192,13 +192,19 @@ class EnumSpec(Spec):
 
 
 class ListSpec(Spec):
-    """Java List / Set / array: a Python list in the order written."""
+    """Java List / Set / array: a Python list in the order written.
 
-    def __init__(self, item: Spec) -> None:
+    ``sort_key`` is for a Java TreeSet, which writes its elements in compareTo order.
+    """
+
+    def __init__(self, item: Spec, sort_key: Callable[[Any], Any] | None = None) -> None:
         self.item = item
+        self.sort_key = sort_key
 
     def to_tree(self, v: Any) -> Any:
         to = self.item.to_tree
+        if self.sort_key is not None:
+            v = sorted(v, key=self.sort_key)
         return [to(x) for x in v]
 
     def from_tree(self, raw: Any) -> Any:
@@ -212,14 +218,17 @@ class _LongKey(Spec):
     """Integer map keys: fastjson writes them unquoted; standard JSON has them quoted."""
 
     def from_tree(self, raw: Any) -> Any:
+        v: Any = None
         if isinstance(raw, int) and not isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str):
+            v = raw
+        elif isinstance(raw, str):
             try:
-                return int(raw.strip())
+                v = int(raw.strip())
             except ValueError:
                 pass
-        raise CodecError(f"map key {raw!r} is not an integer")
+        if v is None or not -(1 << 63) <= v < (1 << 63):
+            raise CodecError(f"map key {raw!r} is not a Java long")
+        return v
 
 
 class _StrKey(Spec):
@@ -301,8 +310,8 @@ LONG_KEY: Spec = _LongKey()
 _STR, _INT = STRING, INT
 
 
-def list_of(item: Spec) -> ListSpec:
-    return ListSpec(item)
+def list_of(item: Spec, *, sort_key: Callable[[Any], Any] | None = None) -> ListSpec:
+    return ListSpec(item, sort_key)
 
 
 def map_of(key: Spec, value: Spec, *, tree_map: bool = False) -> MapSpec:
@@ -385,8 +394,11 @@ class FastjsonBody:
         return lay
 
     @classmethod
-    def properties(cls) -> tuple[Prop, ...]:
-        """The declared JSON properties, in the order fastjson writes them."""
+    def json_properties(cls) -> tuple[Prop, ...]:
+        """The declared JSON properties, in the order fastjson writes them.
+
+        (Not ``properties``: ConsumerRunningInfo has a Java property of that name.)
+        """
         return cls._layout().props
 
     def to_fastjson(self) -> dict[str, Any]:
@@ -513,10 +525,12 @@ class TopicConfig(FastjsonBody):
 
         Used only inside the compressed REGISTER_BROKER body; topicSysFlag and order are lost.
         """
+        # Java's StringBuilder.append writes a null as "null".
+        name = "null" if self.topic_name is None else self.topic_name
         ftype = "null" if self.topic_filter_type is None else self.topic_filter_type.name
         attrs = "" if self.attributes is None else fastjson.dumps(self.attributes, standard=False)
         return (
-            f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} "
+            f"{name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} "
             f"{ftype} {attrs}"
         )
 
@@ -647,7 +661,10 @@ class RegisterBrokerBody(FastjsonBody):
                 info = fastjson.loads(r.chunk())
                 if not isinstance(info, Mapping):
                     raise CodecError("TopicQueueMappingInfo is not a JSON object")
-                infos[_STR.from_tree(info.get("topic"))] = info
+                topic = info.get("topic")
+                if topic is None:  # Java's ConcurrentHashMap.put(null, ...) throws
+                    raise CodecError("TopicQueueMappingInfo has no topic")
+                infos[_STR.from_tree(topic)] = info
             wrapper.topic_queue_mapping_info_map = infos
         return cls(topic_config_serialize_wrapper=wrapper, filter_server_list=servers)
 
@@ -747,9 +764,12 @@ def build_subscription_data(
             raise MQClientError(f"tag expression {expression!r} has no tags")
         for piece in pieces:
             tag = piece.strip()
-            if tag:
+            # Java adds to HashSets: a repeated tag (or hash code) is kept once.
+            if tag and tag not in sd.tags_set:
                 sd.tags_set.append(tag)
-                sd.code_set.append(java_string_hash(tag))
+                code = java_string_hash(tag)
+                if code not in sd.code_set:
+                    sd.code_set.append(code)
         return sd
     if not expression:
         raise MQClientError(f"a {expression_type} expression cannot be empty")
@@ -940,13 +960,23 @@ class ProcessQueueInfo(FastjsonBody):
     last_consume_timestamp: int = prop("lastConsumeTimestamp", LONG, 0)
 
 
+def _subscription_order(sd: SubscriptionData) -> bytes:
+    # SubscriptionData.compareTo: String order of topic + "@" + subString (null -> "null").
+    topic = "null" if sd.topic is None else sd.topic
+    sub = "null" if sd.sub_string is None else sd.sub_string
+    return f"{topic}@{sub}".encode("utf-16-be", "surrogatepass")
+
+
 @dataclass
 class ConsumerRunningInfo(FastjsonBody):
-    """GET_CONSUMER_RUNNING_INFO reply. Java keeps the tables in TreeMaps (written key-sorted)."""
+    """GET_CONSUMER_RUNNING_INFO reply. Java keeps the tables in TreeMaps (written key-sorted)
+    and the subscriptions in a TreeSet (written in SubscriptionData.compareTo order)."""
 
     properties: dict[str, Any] | None = prop("properties", map_of(STR_KEY, ANY), factory=dict)
     subscription_set: list[SubscriptionData] | None = prop(
-        "subscriptionSet", list_of(body_of(SubscriptionData)), factory=list
+        "subscriptionSet",
+        list_of(body_of(SubscriptionData), sort_key=_subscription_order),
+        factory=list,
     )
     mq_table: dict[MessageQueue, ProcessQueueInfo] | None = prop(
         "mqTable", map_of(MQ, body_of(ProcessQueueInfo), tree_map=True), factory=dict

@@ -58,7 +58,8 @@ class FrozenObject(Mapping[str, Any]):
         if isinstance(other, FrozenObject):
             return self._d == other._d
         if isinstance(other, Mapping):
-            return self._d == dict(other.items())
+            # Freeze the other side too, so {"a": [1]} equals the frozen {"a": (1,)}.
+            return self._d == {k: _freeze(v) for k, v in other.items()}
         return NotImplemented
 
     def __repr__(self) -> str:
@@ -209,6 +210,13 @@ class _Scanner:
         return s[pos] if pos < n else ""
 
     def parse(self) -> Any:
+        try:
+            return self._parse()
+        except RecursionError:
+            # Freezing, hashing or comparing an object key recurses once per nesting level.
+            raise self.error("object key nested too deeply") from None
+
+    def _parse(self) -> Any:
         # Each frame is [container, is_object, state, pending_key].
         stack: list[list[Any]] = []
         value: Any = None

@@ -88,6 +88,7 @@ _JAVA_INT_RE = re.compile(r"[+-]?\d+")
 _JAVA_DOUBLE_RE = re.compile(
     r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)", re.ASCII
 )
+_JAVA_TRIM = "".join(map(chr, range(0x21)))  # the chars String.trim strips (all <= ' ')
 
 
 def _parse_int(value: str, lo: int, hi: int) -> int:
@@ -126,7 +127,7 @@ def _parse_bool(value: str) -> bool:
 def _parse_double(value: str) -> float:
     if type(value) is not str:
         raise TypeError(f"expected a string, got {type(value).__name__}")
-    text = value.strip("".join(chr(i) for i in range(0x21)))
+    text = value.strip(_JAVA_TRIM)
     if _JAVA_DOUBLE_RE.fullmatch(text) is None:
         raise ValueError("not a Java double")
     if text[-1] in "fFdD" and not text.endswith("Infinity"):
@@ -445,7 +446,8 @@ class SendMessageRequestHeader(TopicQueueRequestHeader):
     def to_v2(self) -> SendMessageRequestHeaderV2:
         """Java ``createSendMessageRequestHeaderV2``: ``bname`` becomes ``n``; ns/nsd/oway/lo drop.
 
-        Unknown extra keys are carried over (ACL keys etc.), except single letters a..n.
+        ``k``/``m`` come from Java's ``isUnitMode()``/``isBatch()``, which turn null into false, so
+        V2 always carries them. Unknown extra keys are carried over (ACL keys etc.), except a..n.
         """
         return SendMessageRequestHeaderV2(
             a=self.producer_group,
@@ -458,9 +460,9 @@ class SendMessageRequestHeader(TopicQueueRequestHeader):
             h=self.flag,
             i=self.properties,
             j=self.reconsume_times,
-            k=self.unit_mode,
+            k=bool(self.unit_mode),
             l=self.max_reconsume_times,  # noqa: E741 - Java's name
-            m=self.batch,
+            m=bool(self.batch),
             n=self.bname,
             extra={k: v for k, v in self.extra.items() if k not in _V2_WIRE},
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import ipaddress
 import os
 import secrets
 import socket
@@ -51,17 +52,28 @@ def _pack_ip(ip: str | bytes) -> bytes:
     raise CodecError(f"not an IP address: {ip!r}")
 
 
+def _check_port(port: int) -> int:
+    # Java's InetSocketAddress refuses anything else.
+    if not 0 <= port <= 0xFFFF:
+        raise CodecError(f"port {port} is out of range")
+    return port
+
+
 def _ip_str(packed: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET6 if len(packed) == 16 else socket.AF_INET, packed)
 
 
 def create_offset_msg_id(store_host: Host, commit_log_offset: int) -> str:
     """``C0A8001400002A9F00000000000004D2`` for ``("192.168.0.20", 10911)`` and offset 1234."""
-    ip, port = store_host
     try:
-        return (_pack_ip(ip) + struct.pack(">iq", port, commit_log_offset)).hex().upper()
-    except struct.error as e:
-        raise CodecError(f"offset message id field out of range: {e}") from None
+        ip, port = store_host
+        tail = struct.pack(">iq", port, commit_log_offset)
+    except (TypeError, ValueError, struct.error) as e:
+        raise CodecError(
+            f"bad offset message id fields {store_host!r}, {commit_log_offset!r}: {e}"
+        ) from None
+    _check_port(port)
+    return (_pack_ip(ip) + tail).hex().upper()
 
 
 def parse_offset_msg_id(msg_id: str) -> OffsetMessageId:
@@ -71,14 +83,18 @@ def parse_offset_msg_id(msg_id: str) -> OffsetMessageId:
         raise CodecError(f"an offset message id has 32 or 56 hex chars, not {len(msg_id)}")
     ip_len = len(raw) - 12
     port, offset = struct.unpack_from(">iq", raw, ip_len)
-    return OffsetMessageId(store_host=(_ip_str(raw[:ip_len]), port), commit_log_offset=offset)
+    host = (_ip_str(raw[:ip_len]), _check_port(port))
+    return OffsetMessageId(store_host=host, commit_log_offset=offset)
 
 
 def _unhex(s: str, what: str) -> bytes:
     try:
-        return bytes.fromhex(s)
+        raw = bytes.fromhex(s)
     except (ValueError, TypeError):
         raise CodecError(f"{what} is not hex: {s!r}") from None
+    if len(raw) * 2 != len(s):  # fromhex skips whitespace; an id has none
+        raise CodecError(f"{what} is not hex: {s!r}")
+    return raw
 
 
 # ---- client unique id (UNIQ_KEY) ------------------------------------------------------------------
@@ -185,8 +201,10 @@ def nearly_time_from_id(uniq_id: str, now_ms: int | None = None) -> int:
 
 
 def ip_from_id(uniq_id: str) -> str:
-    """The client IP in a UNIQ_KEY (Java ``getIPStrFromID``)."""
-    return parse_unique_id(uniq_id).ip
+    """The client IP in a UNIQ_KEY spelled as Java's ``getIPStrFromID`` does: dotted IPv4, or IPv6
+    as eight 4-digit lowercase groups, uncompressed (``UniqueIdInfo.ip`` is the compressed form)."""
+    ip = ipaddress.ip_address(parse_unique_id(uniq_id).ip)
+    return ip.exploded if ip.version == 6 else str(ip)
 
 
 # ---- client id ------------------------------------------------------------------------------------

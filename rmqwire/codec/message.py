@@ -204,20 +204,25 @@ def compress(body: bytes, ctype: CompressionType = CompressionType.ZLIB, level: 
     ZSTD: one streamed zstd frame at ``level`` (zstd-jni ``ZstdOutputStream``); not byte-identical to
     zstd-jni (it emits an extra empty block) but each side reads the other's.
     """
-    ctype = CompressionType(ctype)
-    data = bytes(body)
-    if ctype is CompressionType.ZLIB:
-        return zlib.compress(data, level)
-    if ctype is CompressionType.LZ4:
-        c = lz4.frame.LZ4FrameCompressor(
-            block_size=lz4.frame.BLOCKSIZE_MAX4MB,
-            block_linked=False,
-            content_checksum=False,
-            auto_flush=False,
-        )
-        return c.begin() + c.compress(data) + c.flush()
-    co = zstandard.ZstdCompressor(level=level).compressobj()
-    return co.compress(data) + co.flush()
+    try:
+        ctype = CompressionType(ctype)
+        data = _body_bytes(body)
+        if ctype is CompressionType.ZLIB:
+            return zlib.compress(data, level)
+        if ctype is CompressionType.LZ4:
+            c = lz4.frame.LZ4FrameCompressor(
+                block_size=lz4.frame.BLOCKSIZE_MAX4MB,
+                block_linked=False,
+                content_checksum=False,
+                auto_flush=False,
+            )
+            return c.begin() + c.compress(data) + c.flush()
+        co = zstandard.ZstdCompressor(level=level).compressobj()
+        return co.compress(data) + co.flush()
+    except CodecError:
+        raise
+    except Exception as e:  # unknown type, bad level: the codecs raise assorted types
+        raise CodecError(f"cannot compress body as {ctype!r}: {e}") from None
 
 
 def decompress(
@@ -280,8 +285,8 @@ def _lz4_decompress(data: bytes, max_size: int) -> bytes:
 
 
 #: One compressed zstd byte can inflate to about 32 KiB (an RLE block: 4 bytes -> 128 KiB), so we
-#: feed at most (budget left / 32 KiB) input bytes per call: a hostile frame can never make us hold
-#: much more than twice ``max_size`` before we notice.
+#: feed at most (budget left / 32 KiB) input bytes per call, but never under 256 bytes: a hostile
+#: frame can make us hold at most about ``2 * max_size + 8 MiB`` before we notice.
 _ZSTD_MAX_RATIO_SHIFT = 15
 _ZSTD_MIN_CHUNK = 256
 _ZSTD_MAX_CHUNK = 1 << 20
@@ -352,6 +357,8 @@ def encode_properties(properties: Mapping[str, str | None] | None) -> str:
     for k, v in properties.items():
         if v is None:
             continue
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise CodecError(f"property {k!r}={v!r}: keys and values must be str")
         if not k or "\x01" in k or "\x02" in k:
             raise CodecError(f"property key {k!r} is empty or contains a separator")
         if "\x02" in v:
@@ -1047,14 +1054,16 @@ def decode_batch(body: bytes | bytearray | memoryview, *, topic: str = "") -> li
 
 def unwrap_inner_batch(outer: MessageExt) -> list[MessageExt]:
     """Split a 5.x inner-batch record (sysFlag INNER_BATCH|NEED_UNWRAP) into its messages, as Java's
-    ``MessageDecoder.decodeMessage(MessageExt, List)`` does for pulled records."""
+    ``MessageDecoder.decodeMessage(MessageExt, List)`` does for pulled records: each inner message
+    gets the outer record's WAIT value (Java calls ``setWaitStoreMsgOK`` on it)."""
     inner = decode_batch(outer.body, topic=outer.topic)
+    wait = "true" if outer.wait_store_msg_ok else "false"
     return [
         MessageExt(
             topic=outer.topic,
             body=m.body,
             flag=m.flag,
-            properties=m.properties,
+            properties={**m.properties, PropertyKey.WAIT_STORE_MSG_OK: wait},
             queue_id=outer.queue_id,
             queue_offset=outer.queue_offset + i,
             sys_flag=outer.sys_flag,

@@ -38,6 +38,9 @@ from rmqwire.remoting.dispatcher import Dispatcher, RequestContext, exception_si
 
 #: Java's serverChannelMaxIdleTimeSeconds / client maxIdleTimeSeconds.
 DEFAULT_IDLE_TIMEOUT = 120.0
+#: After close(), buffered writes get this long to flush; then the socket is aborted. Netty's
+#: channel.close() does not wait at all, and a peer that stopped reading must not keep it open.
+CLOSE_GRACE = 5.0
 
 
 def code_name(code: int) -> str:
@@ -102,6 +105,7 @@ class RemotingProtocol(Protocol):
         self._lost = False
         self._lost_reason: Failure | None = None
         self._idle_call: IDelayedCall | None = None
+        self._abort_call: IDelayedCall | None = None
         self._last_activity = 0.0
         self._close_waiters: list[Deferred[None]] = []
 
@@ -152,9 +156,10 @@ class RemotingProtocol(Protocol):
         self._lost = True
         self._lost_reason = reason
         self.connected = 0
-        if self._idle_call is not None and self._idle_call.active():
-            self._idle_call.cancel()
-        self._idle_call = None
+        for timer in (self._idle_call, self._abort_call):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._idle_call = self._abort_call = None
         why = reason.getErrorMessage()
         lost = self.connection.close()
         lost += [op for op in self._calls if op not in lost]
@@ -220,6 +225,8 @@ class RemotingProtocol(Protocol):
         self._closing = True
         if self.transport is not None and not self._lost:
             self.transport.loseConnection()
+            if self._abort_call is None:
+                self._abort_call = self.reactor.callLater(CLOSE_GRACE, self._abort)
 
     def when_closed(self) -> Deferred[None]:
         """A Deferred that fires (with None) once the connection is lost."""
@@ -243,6 +250,13 @@ class RemotingProtocol(Protocol):
     def _write(self, data: bytes) -> None:
         self._touch()
         self.transport.write(data)
+
+    def _abort(self) -> None:
+        self._abort_call = None
+        if not self._lost:
+            self.log.warn("aborting connection to {peer}: not closed {grace:g} s after close()",
+                          peer=self.peer, grace=CLOSE_GRACE)
+            self.transport.abortConnection()
 
     def _check_idle(self) -> None:
         self._idle_call = None

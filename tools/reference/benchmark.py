@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools.reference import jars
+from tools.reference.cluster import run_to_end
 from tools.reference.jars import ReferenceUnavailable
 
 BENCHMARK_PRODUCER = "org.apache.rocketmq.example.benchmark.Producer"
@@ -69,22 +67,11 @@ def _run(main: str, namesrv_addr: str, args: tuple[str, ...], timeout: float, st
     work = Path(tempfile.mkdtemp(prefix="rmqwire-bench-"))
     try:
         cmd = _command(main, argv, work, example_version)
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                cwd=work, start_new_session=True)
-        timed_out = False
-        try:
-            out, _ = proc.communicate(timeout=stop_after if stop_after is not None else timeout)
-        except subprocess.TimeoutExpired:
-            # The Consumer never exits by itself; its shutdown hook stops it on SIGTERM.
-            timed_out = stop_after is None
-            proc.send_signal(signal.SIGTERM)
-            try:
-                out, _ = proc.communicate(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
-        return BenchmarkRun(argv, out.decode(errors="replace"), proc.returncode, time.monotonic() - t0, timed_out)
+        # The Consumer never exits by itself; its shutdown hook stops it on SIGTERM.
+        run = run_to_end(cmd, cwd=work, env=None, timeout=stop_after if stop_after is not None else timeout,
+                         term_grace=15, merge_stderr=True)
+        return BenchmarkRun(argv, run.stdout.decode(errors="replace"), run.returncode, run.elapsed_s,
+                            run.stopped and stop_after is None)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -192,6 +192,50 @@ def spawn(name: str, cmd: list[str], home: Path, user_home: Path, cwd: Path) -> 
     return JvmProcess(name, popen, stdout_path, user_home / "logs" / "rocketmqlogs")
 
 
+@dataclass(frozen=True, slots=True)
+class OneShotResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes       # empty when merged into stdout
+    elapsed_s: float
+    stopped: bool       # still running after ``timeout``: we stopped it
+
+
+def run_to_end(cmd: list[str], *, cwd: Path, env: dict[str, str] | None, timeout: float,
+               term_grace: float | None = None, merge_stderr: bool = False) -> OneShotResult:
+    """Run a one-shot official tool (mqadmin, benchmark) and collect its output.
+
+    After ``timeout`` it is stopped: SIGTERM then SIGKILL after ``term_grace`` seconds, or SIGKILL
+    at once when ``term_grace`` is None. However the caller leaves (pytest-timeout, Ctrl-C), the
+    process group is killed, so no JVM outlives the call.
+    """
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                            cwd=cwd, env=env, start_new_session=True, preexec_fn=_pdeathsig)
+    stopped = False
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stopped = True
+            if term_grace is not None:
+                _killpg(proc.pid, signal.SIGTERM)
+                try:
+                    out, err = proc.communicate(timeout=term_grace)
+                except subprocess.TimeoutExpired:
+                    _killpg(proc.pid, signal.SIGKILL)
+                    out, err = proc.communicate()
+            else:
+                _killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            _killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return OneShotResult(proc.returncode, out or b"", err or b"", time.monotonic() - t0, stopped)
+
+
 _V4_LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- rmqwire test harness: 4.x servers require ROCKETMQ_HOME/conf/{name}; log to a file only. -->
 <configuration>

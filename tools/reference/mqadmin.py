@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from tools.reference import jars
-from tools.reference.cluster import jvm_command, write_v4_logback, java_env
+from tools.reference.cluster import java_env, jvm_command, run_to_end, write_v4_logback
 from tools.reference.wire import loads_fastjson
 
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
@@ -77,22 +75,12 @@ def run_mqadmin(cluster_or_namesrv: HasNamesrv | str, *args: str, timeout: float
             write_v4_logback(home)
         cmd = jvm_command(version, MQADMIN_MAIN, MQADMIN_HEAP, home, work / "user",
                           "rmq.tools.logback.xml", list(argv))
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=work, env=java_env(home), start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            timed_out = True
-        elapsed = time.monotonic() - t0
+        run = run_to_end(cmd, cwd=work, env=java_env(home), timeout=timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
-    ok = not timed_out and proc.returncode == 0 and not _FAILURE.search(stdout + "\n" + stderr)
-    return MqadminResult(tuple(argv), stdout, stderr, ok, proc.returncode, elapsed, timed_out)
+    stdout, stderr = run.stdout.decode(errors="replace"), run.stderr.decode(errors="replace")
+    ok = not run.stopped and run.returncode == 0 and not _FAILURE.search(stdout + "\n" + stderr)
+    return MqadminResult(tuple(argv), stdout, stderr, ok, run.returncode, run.elapsed_s, run.stopped)
 
 
 # --------------------------------------------------------------------------- parsers

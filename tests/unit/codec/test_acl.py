@@ -107,6 +107,9 @@ def test_other_algorithms_and_bad_input():
         calculate_signature(c, "k", "HmacSHA3")
     with pytest.raises(CodecError):
         signature_content({"a": "\udc80"}, None)
+    for bad_secret in ("\udc80", None):
+        with pytest.raises(CodecError):
+            calculate_signature(c, bad_secret)
 
 
 _text = st.characters(blacklist_categories=("Cs",))

@@ -212,6 +212,8 @@ def test_register_broker_body_compressed_mapping_infos():
         REGISTER_INFLATED.replace(b"TopicTest 4 4", b"TopicTest x 4"),
         REGISTER_INFLATED.replace(b"TopicTest 4 4 6 SINGLE_TAG {}", b"TopicTest_4_4_6_SINGLE_TAG_{}"),
         REGISTER_INFLATED[:4] + b'{"counter":3,"stateVersion":0,"timestamp":1700000000000]' + REGISTER_INFLATED[60:],
+        # A mapping info without a topic (Java's ConcurrentHashMap.put(null, ...) throws).
+        REGISTER_INFLATED[:-4] + bytes.fromhex("00000001 0000000b") + b'{"epoch":0}',
     ],
 )
 def test_register_broker_body_compressed_bad_content(inflated):
@@ -247,6 +249,8 @@ def test_topic_config_compact_form():
     # Java's split drops trailing empty strings: a missing attributes part keeps the default.
     assert B.TopicConfig.decode_compact("T 1 1 6 MULTI_TAG  ").attributes == {}
     assert B.TopicConfig(attributes=None).encode_compact().endswith("SINGLE_TAG ")
+    # Java's StringBuilder writes a null topic name as "null".
+    assert B.TopicConfig().encode_compact() == "null 16 16 6 SINGLE_TAG {}"
 
 
 def test_heartbeat_data():
@@ -292,6 +296,9 @@ def test_build_subscription_data():
     sd = build_subscription_data("T", " 标签 ||  || * ")
     assert (sd.tags_set, sd.code_set) == (["标签", "*"], [857175, 42])
     assert build_subscription_data("T", "a😀").code_set == [1866116]  # hashCode over UTF-16 units
+    # Java's tagsSet / codeSet are HashSets: a repeated tag is kept once.
+    sd = build_subscription_data("T", "TagA || TagB||TagA")
+    assert (sd.tags_set, sd.code_set) == (["TagA", "TagB"], [2598919, 2598920])
     with pytest.raises(MQClientError):
         build_subscription_data("T", "||")
     sql = build_subscription_data("T", "a > 1", "SQL92")
@@ -363,6 +370,16 @@ def test_consumer_running_info_tree_maps_sorted():
     assert B.ConsumerRunningInfo.decode(java) == cri
 
 
+def test_consumer_running_info_subscription_set_in_tree_set_order():
+    # TreeSet<SubscriptionData>: compareTo orders by topic + "@" + subString.
+    subs = [B.SubscriptionData(topic="T", sub_string="b", sub_version=1),
+            B.SubscriptionData(topic="%RETRY%G", sub_string="*", sub_version=1),
+            B.SubscriptionData(topic="T", sub_string="a", sub_version=1)]
+    tree = B.ConsumerRunningInfo(subscription_set=subs).to_fastjson()
+    assert [(s["topic"], s["subString"]) for s in tree["subscriptionSet"]] == [
+        ("%RETRY%G", "*"), ("T", "a"), ("T", "b")]
+
+
 def test_unknown_properties_ignored_missing_take_defaults_and_casts():
     qd = B.QueueData.decode(b'{"brokerName":7,"perm":"6","readQueueNums":4.9,"extra":{"x":[1]}}')
     assert qd == B.QueueData(broker_name="7", perm=6, read_queue_nums=4)
@@ -380,7 +397,8 @@ def test_unknown_properties_ignored_missing_take_defaults_and_casts():
         (B.QueueData, b'{"perm":"x"}', "QueueData.perm"),
         (B.QueueData, b'{"perm":4294967296}', "overflows"),
         (B.QueueData, b"[1]", "expected a JSON object"),
-        (B.BrokerData, b'{"brokerAddrs":{"x":"a"}}', "not an integer"),
+        (B.BrokerData, b'{"brokerAddrs":{"x":"a"}}', "not a Java long"),
+        (B.BrokerData, b'{"brokerAddrs":{9223372036854775808:"a"}}', "not a Java long"),
         (B.TopicRouteData, b'{"queueDatas":{}}', "JSON array"),
         (B.TopicRouteData, b'{"queueDatas":[1]}', "QueueData"),
         (B.LockBatchRequestBody, b'{"mqSet":[1]}', "MessageQueue"),
@@ -453,6 +471,12 @@ def test_default_instance_matches_java(name):
     assert _CLOCK.sub(r'"\1":0', back.encode(standard=False).decode()) == JAVA_DEFAULTS[name]
 
 
+def test_json_properties_not_shadowed_by_a_java_property():
+    cri = B.ConsumerRunningInfo(properties={"k": "v"})
+    assert cri.properties == {"k": "v"}
+    assert "properties" in [p.name for p in cri.json_properties()]
+
+
 def test_every_exported_body_is_covered():
     bodies = {n for n in B.__all__ if isinstance(getattr(B, n), type) and issubclass(getattr(B, n), FastjsonBody)}
     assert bodies - {"FastjsonBody"} == set(JAVA_DEFAULTS)
@@ -489,7 +513,10 @@ def strategy_for(spec):
     if isinstance(spec, EnumSpec):
         return st.sampled_from(spec.members)
     if isinstance(spec, ListSpec):
-        return st.lists(strategy_for(spec.item), max_size=3)
+        items = st.lists(strategy_for(spec.item), max_size=3)
+        if spec.sort_key is not None:  # a Java TreeSet is always in order
+            items = items.map(lambda xs: sorted(xs, key=spec.sort_key))
+        return items
     if isinstance(spec, MapSpec):
         return st.dictionaries(strategy_for(spec.key), strategy_for(spec.value), max_size=3)
     if isinstance(spec, BodySpec):
@@ -499,7 +526,7 @@ def strategy_for(spec):
 
 def body_strategy(cls):
     kwargs = {}
-    for p in cls.properties():
+    for p in cls.json_properties():
         s = strategy_for(p.spec)
         # None only where Java's default is null: elsewhere it is omitted and reads back as the default.
         kwargs[p.attr] = st.none() | s if p.nullable else s.filter(lambda v: v is not None)
@@ -570,7 +597,7 @@ def test_register_broker_body_compressed_round_trip(configs, dv, servers, infos,
 @given(data=st.data())
 def test_random_trees_raise_only_codec_error(cls, data):
     # Real property names with values of arbitrary JSON types.
-    names = [p.name for p in cls.properties()] or ["x"]
+    names = [p.name for p in cls.json_properties()] or ["x"]
     tree = data.draw(st.dictionaries(st.sampled_from(names), _json_any, max_size=4))
     try:
         cls.from_fastjson(tree)

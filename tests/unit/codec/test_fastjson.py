@@ -55,6 +55,11 @@ def test_object_keys_become_hashable_frozen_objects():
     # Nested containers inside a key are frozen too (arrays become tuples).
     assert loads('{{"a":[1,{"b":2}]}:1}') == {FrozenObject({"a": (1, FrozenObject({"b": 2}))}): 1}
     assert loads("{[1,2]:3}") == {(1, 2): 3}
+    # A frozen key equals the plain dict it was parsed from, lists included.
+    assert loads('{{"a":[1,{"b":[2]}]}:1}') == {FrozenObject({"a": [1, {"b": [2]}]}): 1}
+    [key] = loads('{{"a":[1,{"b":[2]}]}:1}')
+    assert key == {"a": [1, {"b": [2]}]}
+    assert key != {"a": [1, {"b": [3]}]}
 
 
 def test_lenient_syntax_fastjson_accepts():
@@ -111,6 +116,15 @@ def test_nesting_is_bounded_without_recursion_error(opener):
         loads(opener * 100_000)
     # At the limit it still parses.
     assert loads("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+
+
+def test_deeply_nested_object_key_raises_codec_error():
+    # Within MAX_DEPTH, but freezing/hashing such a key recurses once per level.
+    key = '{"a":' * 500 + "1" + "}" * 500
+    with pytest.raises(CodecError, match="nested too deeply"):
+        loads("{" + key + ":1}")
+    shallow = '{"a":' * 50 + "1" + "}" * 50
+    assert len(loads("{" + shallow + ":1," + shallow + ":2}")) == 1  # equal keys: last one wins
 
 
 # ---- writing --------------------------------------------------------------------------------

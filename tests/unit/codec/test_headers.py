@@ -139,6 +139,13 @@ def test_batch_send_sets_m():
     assert v2.to_ext_fields()["m"] == "true"
 
 
+def test_v2_always_carries_k_and_m_like_java():
+    # Java's converter reads isUnitMode()/isBatch(), which turn a null Boolean into false.
+    v2 = dataclasses.replace(V1, unit_mode=None, batch=None).to_v2()
+    assert (v2.k, v2.m) == (False, False)
+    assert v2.to_ext_fields() == V2_JSON_EXT
+
+
 # ---- encoding rules (8.1) -----------------------------------------------------------------------
 
 
@@ -547,7 +554,10 @@ def test_v1_v2_conversion_round_trip(v1):
     v2 = v1.to_v2()
     assert SendMessageRequestHeaderV2.from_ext_fields(v2.to_ext_fields()) == v2
     # Java's converters carry bname <-> n and drop the other rpc fields.
-    expected = dataclasses.replace(v1, ns=None, nsd=None, oway=None, lo=None)
+    expected = dataclasses.replace(
+        v1, ns=None, nsd=None, oway=None, lo=None,
+        unit_mode=bool(v1.unit_mode), batch=bool(v1.batch),  # null -> false, as in Java
+    )
     expected.extra = {k: v for k, v in v1.extra.items() if len(k) != 1 or k not in "abcdefghijklmn"}
     assert v2.to_v1() == expected
 
@@ -679,12 +689,10 @@ def test_declarations_cover_java_4_9_8_fields():
     assert seen > 40
 
 
-@pytest.mark.parametrize("value", [5, None, b"x", ["a"]])
+@pytest.mark.parametrize("value", [5, b"x", ["a"]])  # None means absent: see the next test
 def test_non_string_values_on_decode_raise_for_every_type(value):
     for wire in ("topic", "queueId", "committed"):
         ext = {"topic": "t", "queueId": "1", "committed": "true", wire: value}
-        if value is None:
-            continue  # None means absent (Java's HashMap.get)
         with pytest.raises(HeaderDecodeError, match=wire):
             GetMaxOffsetRequestHeader.from_ext_fields(ext)
 

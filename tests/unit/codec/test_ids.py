@@ -42,10 +42,32 @@ def test_ipv6_offset_msg_id_is_56_chars():
     assert parse_offset_msg_id(mid) == OffsetMessageId(("fe80::2", 10911), 1 << 33)
 
 
-@pytest.mark.parametrize("bad", ["", "XYZ", "C0A8", "C0A8001400002A9F00000000000004D2AB", "G" * 32])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "XYZ",
+        "C0A8",
+        "C0A8001400002A9F00000000000004D2AB",
+        "G" * 32,
+        "C0A80014 00002A9F 00000000000004D2",  # bytes.fromhex would skip the spaces
+        "C0A80014FFFFFFFF00000000000004D2",  # port -1: Java's InetSocketAddress refuses it
+        "C0A800140001000000000000000004D2",  # port 65536
+    ],
+)
 def test_bad_offset_msg_ids(bad):
     with pytest.raises(CodecError):
         parse_offset_msg_id(bad)
+
+
+@pytest.mark.parametrize(
+    "host,offset",
+    [(("10.0.0.1", -1), 0), (("10.0.0.1", 65536), 0), (("10.0.0.1", 1), 2**63), ("10.0.0.1", 0),
+     (("10.0.0.1", "x"), 0), (("nope", 1), 0)],
+)
+def test_bad_offset_msg_id_fields(host, offset):
+    with pytest.raises(CodecError):
+        create_offset_msg_id(host, offset)
 
 
 ipv4 = st.binary(min_size=4, max_size=4).map(lambda b: socket.inet_ntop(socket.AF_INET, b))
@@ -86,6 +108,8 @@ def test_ipv6_unique_id_is_56_chars():
     gen = UniqueIdGenerator("2001:db8::1", pid=1, hash_code=2, clock=lambda: _local_ms(2024, 1, 2))
     uid = gen()
     assert len(uid) == 56 and parse_unique_id(uid).ip == "2001:db8::1"
+    # Java's getIPStrFromID spells IPv6 uncompressed (UtilAll.ipToIPv6Str)
+    assert ip_from_id(uid) == "2001:0db8:0000:0000:0000:0000:0000:0001"
 
 
 def test_generator_without_ip_uses_javas_fake_ip():

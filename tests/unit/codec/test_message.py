@@ -238,7 +238,7 @@ def test_decode_properties_java_rules(s, expected):
 def test_encode_properties_skips_null_values_and_rejects_separators():
     assert encode_properties({"a": None, "b": "1"}) == "b\x011\x02"
     assert encode_properties(None) == ""
-    for bad in ({"": "v"}, {"a\x01": "v"}, {"a\x02": "v"}, {"a": "v\x02"}):
+    for bad in ({"": "v"}, {"a\x01": "v"}, {"a\x02": "v"}, {"a": "v\x02"}, {"a": 1}, {2: "v"}):
         with pytest.raises(CodecError):
             encode_properties(bad)
 
@@ -319,6 +319,15 @@ def test_truncated_and_garbage_compressed_bodies(ctype):
     for bad in (good[: len(good) // 2], good[:-3], b"\x00garbage!", b"\xff" * 40):
         with pytest.raises(MessageDecodeError):
             decompress(bad, ctype)
+
+
+@pytest.mark.parametrize(
+    "body,ctype,level",
+    [("text", CompressionType.ZLIB, 5), (b"x", 7, 5), (b"x", CompressionType.ZLIB, 10)],
+)
+def test_compress_rejects_bad_arguments_with_codec_error(body, ctype, level):
+    with pytest.raises(CodecError):
+        compress(body, ctype, level)
 
 
 def test_zlib_ignores_bytes_after_the_stream_like_java():
@@ -404,10 +413,14 @@ def test_unwrap_inner_batch():
     flags = MessageSysFlag.INNER_BATCH | MessageSysFlag.NEED_UNWRAP
     outer = _ext(body=inner, queue_offset=10, sys_flag=flags)
     msgs = unwrap_inner_batch(outer)
+    # Java's decodeMessage(MessageExt, List) gives every inner message the outer WAIT value
     assert [(m.body, m.flag, m.queue_offset, m.properties) for m in msgs] == [
-        (b"one", 1, 10, {"a": "1"}),
-        (b"two", 2, 11, {"b": "2"}),
+        (b"one", 1, 10, {"a": "1", "WAIT": "true"}),
+        (b"two", 2, 11, {"b": "2", "WAIT": "true"}),
     ]
+    assert all(m.sys_flag == flags and m.commit_log_offset == outer.commit_log_offset for m in msgs)
+    no_wait = _ext(body=inner, sys_flag=flags, properties={"WAIT": "false"})
+    assert [m.properties["WAIT"] for m in unwrap_inner_batch(no_wait)] == ["false", "false"]
 
 
 def test_schemas_are_construct_objects_with_the_documented_layout():

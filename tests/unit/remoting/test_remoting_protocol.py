@@ -19,7 +19,7 @@ from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, SerializeT
 from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode
 from rmqwire.errors import ConnectionLostError, LocalProtocolError, RemotingTimeoutError
 from rmqwire.remoting.dispatcher import Dispatcher, RequestContext
-from rmqwire.remoting.protocol import RemotingProtocol
+from rmqwire.remoting.protocol import CLOSE_GRACE, RemotingProtocol
 
 _sync = SynchronousTestCase()
 PEER = IPv4Address("TCP", "10.0.0.1", 10911)
@@ -281,6 +281,32 @@ def test_pair_connection_loss_reaches_both_sides() -> None:
     pump.flush()
     _sync.failureResultOf(d, ConnectionLostError)
     assert not client.is_open and not server.is_open
+
+
+def test_close_aborts_a_connection_that_does_not_go_away(log_events) -> None:
+    # loseConnection waits for buffered writes; a peer that stopped reading must not hold the socket
+    h = Harness(idle_timeout=None)
+    pending = h.proto.invoke(ROUTE, 60.0)
+    h.proto.close()
+    assert h.tr.disconnecting and not h.tr.disconnected
+    h.clock.advance(CLOSE_GRACE - 0.001)
+    assert not h.tr.disconnected
+    h.clock.advance(0.001)
+    assert h.tr.disconnected  # StringTransport's mark of abortConnection()
+    assert any("aborting connection" in f for f in log_events.formats(LogLevel.warn))
+    h.lose()
+    _sync.failureResultOf(pending, ConnectionLostError)
+    assert h.clock.getDelayedCalls() == []
+
+
+def test_prompt_close_cancels_the_abort_timer() -> None:
+    h = Harness(idle_timeout=None)
+    h.proto.close()
+    h.proto.close()  # a second close schedules no second timer
+    assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_abort"]
+    h.lose()
+    assert h.clock.getDelayedCalls() == []
+    assert not h.tr.disconnected
 
 
 # ---- idle timeout -----------------------------------------------------------------------------------
