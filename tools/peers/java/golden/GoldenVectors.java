@@ -1309,8 +1309,12 @@ public class GoldenVectors {
             c.put("class_loader_hash", ByteBuffer.wrap(b).getInt(ipLen + 2));
             c.put("ms_since_month_start", ByteBuffer.wrap(b).getInt(ipLen + 6));
             c.put("counter", Short.toUnsignedInt(ByteBuffer.wrap(b).getShort(ipLen + 10)));
+            // Java reads its clock inside getNearlyTimeFromID; bracket that instant so the test
+            // can replay it (an id made this millisecond sits exactly on the month-choice edge).
+            long before = System.currentTimeMillis();
             c.put("nearly_time_ms", MessageClientIDSetter.getNearlyTimeFromID(id).getTime());
-            c.put("generated_at_ms", System.currentTimeMillis());
+            c.put("clock_before_ms", before);
+            c.put("clock_after_ms", System.currentTimeMillis());
             add(c);
         }
 
