@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import json
 import os
 import platform
 import random
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,6 +38,7 @@ from rmqwire.codec.frame import (  # noqa: E402
     decode_frame,
     encode_frame,
 )
+from rmqwire.codec.message import MessageExt, body_crc32, decode_messages, encode_message  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 JAVA_SOURCE = HERE / "CodecBench.java"
@@ -82,58 +80,27 @@ def send_ext_fields(born_ms: int = 1_700_000_000_000) -> dict[str, str]:
     }
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """The fields of one stored record the benchmark varies (the rest are fixed)."""
-
-    topic: str
-    queue_id: int
-    queue_offset: int
-    physical_offset: int
-    born_timestamp: int
-    store_timestamp: int
-    properties: str
-    body: bytes
-
-
-_MAGIC_V1 = -626843481  # 0xDAA320A7
-# TOTALSIZE .. PREPARED_TRANSACTION_OFFSET for IPv4 hosts (84 bytes, wire-format.md 10.4).
-_RECORD_HEAD = struct.Struct(">iiiiiqqiq4siq4siiq")
-
-
-def encode_record(m: StoredMessage) -> bytes:
-    """One V1 stored record. Used only when rmqwire.codec.message has no encoder to offer."""
-    topic = m.topic.encode()
-    props = m.properties.encode()
-    total = _RECORD_HEAD.size + 4 + len(m.body) + 1 + len(topic) + 2 + len(props)
-    head = _RECORD_HEAD.pack(
-        total, _MAGIC_V1, zlib.crc32(m.body) & 0x7FFFFFFF, m.queue_id, 0, m.queue_offset,
-        m.physical_offset, 0, m.born_timestamp, bytes([192, 168, 0, 10]), 54321,
-        m.store_timestamp, bytes([192, 168, 0, 20]), 10911, 0, 0,
-    )  # fmt: skip
-    return b"".join(
-        (head, struct.pack(">i", len(m.body)), m.body, bytes([len(topic)]), topic,
-         struct.pack(">h", len(props)), props)
-    )  # fmt: skip
-
-
-def stored_messages(count: int = PULL_COUNT, body_size: int = BODY_SIZE) -> list[StoredMessage]:
+def stored_messages(count: int = PULL_COUNT, body_size: int = BODY_SIZE) -> list[MessageExt]:
     """What a broker returns for a pull: consecutive offsets, broker-added CLUSTER property."""
     rng = random.Random(42)
     out = []
     phys = 1_048_576
     for n in range(count):
         body = rng.randbytes(body_size)
-        props = (
-            f"KEYS\x01order-{n:06d}\x02"
-            f"UNIQ_KEY\x017F0000010F6818B4AAC25C0F3E7A{n:04X}\x02"
-            "CLUSTER\x01DefaultCluster\x02"
-            "WAIT\x01true\x02"
-            "TAGS\x01TagA\x02"
-        )
-        m = StoredMessage("BenchmarkTest", 3, 1000 + n, phys, 1_700_000_000_000 + n,
-                          1_700_000_000_005 + n, props, body)  # fmt: skip
-        phys += len(encode_record(m))
+        props = {
+            "KEYS": f"order-{n:06d}",
+            "UNIQ_KEY": f"7F0000010F6818B4AAC25C0F3E7A{n:04X}",
+            "CLUSTER": "DefaultCluster",
+            "WAIT": "true",
+            "TAGS": "TagA",
+        }
+        m = MessageExt(
+            topic="BenchmarkTest", body=body, properties=props, queue_id=3, queue_offset=1000 + n,
+            born_timestamp=1_700_000_000_000 + n, born_host=("192.168.0.10", 54321),
+            store_timestamp=1_700_000_000_005 + n, store_host=("192.168.0.20", 10911),
+            commit_log_offset=phys, body_crc=body_crc32(body),
+        )  # fmt: skip
+        phys += len(encode_message(m))
         out.append(m)
     return out
 
@@ -145,59 +112,19 @@ class Inputs:
     json_frame: bytes
     rocketmq_frame: bytes
     pull_body: bytes
-    pull_body_source: str  # which encoder built pull_body
-
-
-def _message_module():
-    """rmqwire.codec.message, or None while the message helper has not delivered it yet."""
-    try:
-        return importlib.import_module("rmqwire.codec.message")
-    except ImportError:
-        return None
-
-
-def build_pull_body(msgs: list[StoredMessage]) -> tuple[bytes, str]:
-    local = b"".join(encode_record(m) for m in msgs)
-    mod = _message_module()
-    if mod is None or not hasattr(mod, "encode_message"):
-        return local, "tools.bench.codec (rmqwire.codec.message.encode_message not available)"
-    try:
-        theirs = _encode_with_rmqwire(mod, msgs)
-    except Exception as e:  # noqa: BLE001 - an unknown signature must not stop the benchmark
-        return local, f"tools.bench.codec (rmqwire encode_message failed: {type(e).__name__}: {e})"
-    if theirs != local:
-        return local, "tools.bench.codec (rmqwire encode_message gave different bytes!)"
-    return theirs, "rmqwire.codec.message.encode_message (byte-identical to the bench's own)"
-
-
-def _encode_with_rmqwire(mod, msgs: list[StoredMessage]) -> bytes:
-    """The same records through rmqwire.codec.message.encode_message (IPv4 hosts, V1 magic)."""
-    out = []
-    for m in msgs:
-        props = dict(p.split("\x01", 1) for p in m.properties.split("\x02") if p)
-        ext = mod.MessageExt(
-            topic=m.topic, body=m.body, flag=0, properties=props, queue_id=m.queue_id,
-            queue_offset=m.queue_offset, born_timestamp=m.born_timestamp,
-            born_host=("192.168.0.10", 54321), store_timestamp=m.store_timestamp,
-            store_host=("192.168.0.20", 10911), commit_log_offset=m.physical_offset,
-            body_crc=zlib.crc32(m.body) & 0x7FFFFFFF,
-        )  # fmt: skip
-        out.append(mod.encode_message(ext))
-    return b"".join(out)
 
 
 def build_inputs() -> Inputs:
     ext = send_ext_fields()
     body = random.Random(7).randbytes(BODY_SIZE)
     cmd = _send_command(ext, body, opaque=1)
-    pull_body, source = build_pull_body(stored_messages())
+    pull_body = b"".join(encode_message(m) for m in stored_messages())
     return Inputs(
         ext_fields=ext,
         body=body,
         json_frame=encode_frame(cmd, SerializeType.JSON),
         rocketmq_frame=encode_frame(cmd, SerializeType.ROCKETMQ),
         pull_body=pull_body,
-        pull_body_source=source,
     )
 
 
@@ -323,11 +250,8 @@ def python_ops(inputs: Inputs) -> dict[str, tuple[Callable[[], object], int]]:
         ops[f"{label}.feed"] = (feed, FEED_FRAMES)
         ops[f"{label}.encode"] = (encode, 1)
         ops[f"{label}.encode_frame"] = (encode_only, 1)
-    mod = _message_module()
-    if mod is not None and hasattr(mod, "decode_messages"):
-        decode_messages = mod.decode_messages
-        pull_body = inputs.pull_body
-        ops["pull32.decode"] = (lambda: decode_messages(pull_body), PULL_COUNT)
+    pull_body = inputs.pull_body
+    ops["pull32.decode"] = (lambda: decode_messages(pull_body), PULL_COUNT)
     return ops
 
 
@@ -339,14 +263,12 @@ def check_python(inputs: Inputs) -> None:
         assert cmd.body == inputs.body
         cmds = FrameDecoder().feed(frame * FEED_FRAMES)
         assert len(cmds) == FEED_FRAMES and cmds[-1] == cmd
-    mod = _message_module()
-    if mod is not None and hasattr(mod, "decode_messages"):
-        msgs = mod.decode_messages(inputs.pull_body)
-        expected = stored_messages()
-        assert len(msgs) == PULL_COUNT, f"decode_messages gave {len(msgs)} messages"
-        for got, want in zip(msgs, expected):
-            assert bytes(got.body) == want.body and got.topic == want.topic
-            assert got.queue_offset == want.queue_offset and got.properties.get("TAGS") == "TagA"
+    msgs = decode_messages(inputs.pull_body)
+    expected = stored_messages()
+    assert len(msgs) == PULL_COUNT, f"decode_messages gave {len(msgs)} messages"
+    for got, want in zip(msgs, expected):
+        assert bytes(got.body) == want.body and got.topic == want.topic
+        assert got.queue_offset == want.queue_offset and got.properties.get("TAGS") == "TagA"
 
 
 def run_python(inputs: Inputs, s: Settings, only: set[str] | None = None) -> dict[str, Timing]:
@@ -571,8 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "send frame sizes": f"JSON {len(inputs.json_frame)} B, ROCKETMQ {len(inputs.rocketmq_frame)} B "
         f"({len(inputs.ext_fields)} extFields, {BODY_SIZE} B body)",
-        "pull body": f"{len(inputs.pull_body)} B, {PULL_COUNT} records; built by {inputs.pull_body_source}",
-        "rmqwire.codec.message": "present" if "pull32.decode" in py else "missing: pull row not timed",
+        "pull body": f"{len(inputs.pull_body)} B, {PULL_COUNT} records; built by rmqwire encode_message",
     }
     if java is not None:
         conditions["java"] = (
