@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from rmqwire.codec import RequestCode, ResponseCode
+from rmqwire.codec.bodies import TopicRouteData
 from tools.reference import wire
 
 PERM_READ_WRITE = 6  # PermName.PERM_READ | PermName.PERM_WRITE
@@ -44,7 +45,7 @@ def create_topic(broker_addr: str, topic: str, *, queues: int = 4, order: bool =
 
 
 def wait_for_route(namesrv_addr: str, topic: str, *, queues: int = 1,
-                   timeout: float = 30.0) -> wire.TopicRoute:
+                   timeout: float = 30.0) -> TopicRouteData:
     """Poll the NameServer until ``topic`` has a route with at least ``queues`` write queues."""
     deadline = time.monotonic() + timeout
     while True:

@@ -7,14 +7,13 @@ tests beyond the codec, and a plain socket is enough for a request/response prob
 from __future__ import annotations
 
 import itertools
-import json
 import socket
 import time
 from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any
 
-from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame
+from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, bodies, encode_frame, fastjson
 
 _opaques = itertools.count(1)
 
@@ -54,17 +53,9 @@ def request(addr: str, code: int, ext_fields: dict[str, str] | None = None, body
 
 
 def loads_fastjson(data: bytes | str) -> Any:
-    """Parse a body written by fastjson 1 (bare numeric map keys such as ``{0:"127.0.0.1:10911"}``).
-
-    Returns plain dicts and lists; bare numeric keys become ints. Uses the project's codec
-    (rmqwire.codec.fastjson) when present, else a small fallback that quotes bare keys with a marker.
-    """
-    text = data.decode("utf-8") if isinstance(data, bytes) else data
-    try:
-        from rmqwire.codec import fastjson
-    except ImportError:
-        return json.loads(_quote_bare_keys(text), object_pairs_hook=_unmark_keys)
-    return _plain(fastjson.loads(text))
+    """Parse a body written by fastjson 1 (bare numeric map keys such as ``{0:"127.0.0.1:10911"}``)
+    into plain dicts and lists; bare numeric keys become ints."""
+    return _plain(fastjson.loads(data))
 
 
 def _plain(value: Any) -> Any:
@@ -75,76 +66,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_BARE = "\x00"
-
-
-def _unmark_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
-    return {int(k[1:]) if k.startswith(_BARE) else k: v for k, v in pairs}
-
-
-def _quote_bare_keys(text: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(text)
-    expect_key = False
-    while i < n:
-        ch = text[i]
-        if ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i = j + 1
-            expect_key = False
-            continue
-        if ch in "{,":
-            expect_key = True
-            out.append(ch)
-        elif expect_key and (ch.isdigit() or ch == "-"):
-            j = i + 1
-            while j < n and text[j].isdigit():
-                j += 1
-            k = j
-            while k < n and text[k].isspace():
-                k += 1
-            if k < n and text[k] == ":":
-                out.append(f'"\\u0000{text[i:j]}"')
-            else:
-                out.append(text[i:j])
-            expect_key = False
-            i = j
-            continue
-        elif not ch.isspace():
-            expect_key = False
-            out.append(ch)
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
-
-
 @dataclass(frozen=True, slots=True)
 class ClusterInfo:
-    """GET_BROKER_CLUSTER_INFO body: broker name -> {brokerId: addr}, cluster name -> broker names."""
+    """A view of the GET_BROKER_CLUSTER_INFO body: broker name -> {brokerId: addr}, cluster name ->
+    broker names (decoded by rmqwire.codec.bodies.ClusterInfo)."""
 
     broker_addrs: dict[str, dict[int, str]] = field(default_factory=dict)
     clusters: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(0)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRoute:
-    queue_datas: tuple[QueueData, ...]
-    broker_addrs: dict[str, dict[int, str]]
 
 
 def _check(reply: RemotingCommand, what: str) -> bytes:
@@ -156,27 +87,15 @@ def _check(reply: RemotingCommand, what: str) -> bytes:
 def get_cluster_info(namesrv_addr: str, timeout: float = 5.0) -> ClusterInfo:
     body = _check(request(namesrv_addr, RequestCode.GET_BROKER_CLUSTER_INFO, timeout=timeout),
                   "GET_BROKER_CLUSTER_INFO")
-    raw = loads_fastjson(body) if body else {}
-    addrs = {
-        name: {int(bid): addr for bid, addr in (bd.get("brokerAddrs") or {}).items()}
-        for name, bd in (raw.get("brokerAddrTable") or {}).items()
-    }
-    clusters = {c: frozenset(names) for c, names in (raw.get("clusterAddrTable") or {}).items()}
+    info = bodies.ClusterInfo.decode(body) if body else bodies.ClusterInfo()
+    addrs = {name: dict(bd.broker_addrs or {}) for name, bd in (info.broker_addr_table or {}).items()}
+    clusters = {c: frozenset(names) for c, names in (info.cluster_addr_table or {}).items()}
     return ClusterInfo(addrs, clusters)
 
 
-def get_route_info(namesrv_addr: str, topic: str, timeout: float = 5.0) -> TopicRoute | None:
+def get_route_info(namesrv_addr: str, topic: str, timeout: float = 5.0) -> bodies.TopicRouteData | None:
     """GET_ROUTEINFO_BY_TOPIC; None when the NameServer answers TOPIC_NOT_EXIST."""
     reply = request(namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout=timeout)
     if reply.code == ResponseCode.TOPIC_NOT_EXIST:
         return None
-    raw = loads_fastjson(_check(reply, f"GET_ROUTEINFO_BY_TOPIC {topic}"))
-    queues = tuple(
-        QueueData(q["brokerName"], int(q["readQueueNums"]), int(q["writeQueueNums"]), int(q["perm"]))
-        for q in raw.get("queueDatas") or ()
-    )
-    addrs = {
-        bd["brokerName"]: {int(bid): addr for bid, addr in (bd.get("brokerAddrs") or {}).items()}
-        for bd in raw.get("brokerDatas") or ()
-    }
-    return TopicRoute(queues, addrs)
+    return bodies.TopicRouteData.decode(_check(reply, f"GET_ROUTEINFO_BY_TOPIC {topic}"))
