@@ -27,8 +27,9 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqwire.codec import RequestCode, ResponseCode
 from tools.reference import jars
-from tools.reference.wire import WireError, get_cluster_info
+from tools.reference.wire import WireError, get_cluster_info, request
 
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 20.0
@@ -256,6 +257,14 @@ def write_v4_logback(home: Path) -> None:
         (conf / name).write_text(_V4_LOGBACK.format(name=name, log=log))
 
 
+def _runtime_info_ok(broker_addr: str) -> bool:
+    try:
+        reply = request(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout=3)
+    except (OSError, WireError):
+        return False
+    return reply.code == ResponseCode.SUCCESS
+
+
 def _wait_for(cond, timeout: float, proc: JvmProcess, what: str, interval: float = 0.1):
     """Poll ``cond()`` until truthy; fail early if the JVM exits, with its log tail."""
     deadline = time.monotonic() + timeout
@@ -464,6 +473,10 @@ class ReferenceCluster:
             _wait_for(lambda: BROKER_BOOT.search(proc.stdout_text()), self.start_timeout, proc, "boot line")
             _wait_for(lambda: self._registered(name, addr), self.start_timeout, proc,
                       f"registration of {name} at {addr} in GET_BROKER_CLUSTER_INFO", interval=0.2)
+            # Right after boot a 4.9.x broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR
+            # (its TPS sampler has no snapshot yet), which breaks mqadmin clusterList/brokerStatus.
+            _wait_for(lambda: _runtime_info_ok(addr), self.start_timeout, proc,
+                      f"a successful GET_BROKER_RUNTIME_INFO from {name}", interval=0.2)
         except BaseException:
             proc.terminate(timeout=5)
             raise
