@@ -1,35 +1,55 @@
 """Sans-IO codec for the RocketMQ remoting protocol (no Twisted, no sockets)."""
 
-from rmqwire.codec.acl import calculate_signature, sign_command, signature_content, verify_command
-from rmqwire.codec.bodies import (
-    BrokerData,
-    ClusterInfo,
-    ConsumerData,
-    ConsumeStats,
-    DataVersion,
-    FastjsonBody,
-    HeartbeatData,
-    KVTable,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
-    ProducerData,
-    QueueData,
-    RegisterBrokerBody,
-    SubscriptionData,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
-    TopicRouteData,
-    TopicStatsTable,
-    build_subscription_data,
+from rmqwire.codec.acl import (
+    calculate_signature,
+    sign_command,
+    signature_content,
+    verify_command,
 )
+from rmqwire.codec.body import FastjsonBody
 from rmqwire.codec.codes import (
     DEFAULT_VERSION,
     LanguageCode,
     RequestCode,
     ResponseCode,
     SerializeType,
+    code_name,
     version_name,
     version_ordinal,
+)
+from rmqwire.codec.commands import (
+    COMMANDS,
+    REQUEST_HEADERS,
+    RESPONSE_HEADERS,
+    BodyCodec,
+    BrokerData,
+    ClusterInfo,
+    Command,
+    ConsumerData,
+    ConsumeStats,
+    DataVersion,
+    HeartbeatData,
+    KVTable,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    ProducerData,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullSysFlag,
+    QueueData,
+    RegisterBrokerBody,
+    Response,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+    SubscriptionData,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+    TopicStatsTable,
+    build_subscription_data,
+    decode_request_header,
+    decode_response_header,
 )
 from rmqwire.codec.frame import (
     DEFAULT_MAX_FRAME_LENGTH,
@@ -38,21 +58,7 @@ from rmqwire.codec.frame import (
     decode_frame,
     encode_frame,
 )
-from rmqwire.codec.headers import (
-    REQUEST_HEADERS,
-    RESPONSE_HEADERS,
-    BoundaryType,
-    CommandHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    PullSysFlag,
-    SendMessageRequestHeader,
-    SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
-    decode_request_header,
-    decode_response_header,
-    jfield,
-)
+from rmqwire.codec.header import BoundaryType, CommandHeader, jfield
 from rmqwire.codec.ids import (
     UniqueIdGenerator,
     build_client_id,
@@ -88,6 +94,11 @@ from rmqwire.codec.message import (
 from rmqwire.errors import CodecError, MessageDecodeError
 
 __all__ = [
+    "COMMANDS",
+    "BodyCodec",
+    "Command",
+    "Response",
+    "code_name",
     "DEFAULT_MAX_FRAME_LENGTH",
     "DEFAULT_VERSION",
     "MAGIC_CODE_V1",

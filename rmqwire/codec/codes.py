@@ -344,3 +344,11 @@ def version_name(ordinal: int) -> str:
     major, rest = divmod(rel, 100)
     minor, patch = divmod(rest, 10)
     return f"V{major + 4}_{minor}_{patch}" + ("_SNAPSHOT" if snapshot else "")
+
+
+def code_name(code: int) -> str:
+    """``GET_ROUTEINFO_BY_TOPIC(105)`` for a known request code, else the number (for messages)."""
+    try:
+        return f"{RequestCode(code).name}({code})"
+    except ValueError:
+        return str(code)

@@ -1,9 +1,13 @@
-"""RemotingClient: a pool of remoting connections keyed by ``host:port``.
+"""RemotingClient: a pool of remoting channels keyed by ``host:port``, and typed calls.
 
-Connections are opened on demand and reopened on demand after a drop (as Java's
-``NettyRemotingClient.getAndCreateChannel``); calls pending on a dropped connection fail with
-ConnectionLostError. Requests the peer sends on these connections (a broker calling a client)
-go through the client's processor table.
+Channels (``RemotingProtocol``s) are opened on demand and reopened on demand after a drop (as
+Java's ``NettyRemotingClient.getAndCreateChannel``); calls pending on a dropped channel fail with
+ConnectionLostError. Requests the peer sends on these channels (a broker calling a client) go
+through the client's processor table. ``call``/``oneway`` take a ``Command`` declaration and
+return its typed ``Response`` or fail with the typed error of the response code.
+
+The client is a Twisted ``Service``: ``stopService`` waits up to ``config.close_grace`` for
+calls in flight, then closes every channel.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IConnector
@@ -18,14 +23,13 @@ from twisted.internet.protocol import ClientFactory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from rmqwire.codec.codes import LanguageCode, SerializeType
-from rmqwire.codec.frame import DEFAULT_MAX_FRAME_LENGTH, RemotingCommand
+from rmqwire.codec.codes import code_name
+from rmqwire.codec.commands import Command, Response
+from rmqwire.codec.frame import RemotingCommand
 from rmqwire.errors import RemotingConnectError, RemotingTimeoutError
-from rmqwire.remoting.dispatcher import Dispatcher, Handler
-from rmqwire.remoting.protocol import DEFAULT_IDLE_TIMEOUT, RemotingProtocol, code_name
-
-#: Java's com.rocketmq.remoting.client.connect.timeout (3000 ms).
-DEFAULT_CONNECT_TIMEOUT = 3.0
+from rmqwire.remoting.config import RemotingConfig
+from rmqwire.remoting.dispatcher import Dispatcher, Handler, Processor
+from rmqwire.remoting.protocol import RemotingProtocol, drain
 
 
 def parse_address(addr: str) -> tuple[str, int]:
@@ -50,8 +54,8 @@ class _Connecting:
 class _ClientProtocol(RemotingProtocol):
     """RemotingProtocol that tells its client when it is connected."""
 
-    def __init__(self, client: RemotingClient, addr: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, client: RemotingClient, addr: str, *args: Any) -> None:
+        super().__init__(*args)
         self._client = client
         self._addr = addr
 
@@ -73,11 +77,11 @@ class _ClientFactory(ClientFactory):
         self.client._connect_failed(self.addr, reason)
 
 
-class RemotingClient:
-    """Calls to many peers over pooled connections; the reactor is injected.
+class RemotingClient(Service):
+    """Calls to many peers over pooled channels; the reactor is injected.
 
-    ``dispatcher`` answers requests peers send to us (default: an empty table that answers
-    REQUEST_CODE_NOT_SUPPORTED, with language PYTHON).
+    ``processors`` answer requests peers send to us (by default an empty table that answers
+    REQUEST_CODE_NOT_SUPPORTED, with the config's language).
     """
 
     log = Logger()
@@ -85,28 +89,34 @@ class RemotingClient:
     def __init__(
         self,
         reactor: Any,
+        config: RemotingConfig | None = None,
         *,
+        processors: tuple[Processor, ...] = (),
         dispatcher: Dispatcher | None = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        serialize_type: SerializeType = SerializeType.JSON,
-        response_serialize_type: SerializeType | None = None,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
     ) -> None:
         self.reactor = reactor
+        self.config = config if config is not None else RemotingConfig()
         self.dispatcher = (
-            dispatcher if dispatcher is not None else Dispatcher(language=LanguageCode.PYTHON)
+            dispatcher if dispatcher is not None else Dispatcher.for_config(self.config)
         )
-        self.connect_timeout = connect_timeout
-        self._protocol_options: dict[str, Any] = dict(
-            serialize_type=serialize_type,
-            response_serialize_type=response_serialize_type,
-            idle_timeout=idle_timeout,
-            max_frame_length=max_frame_length,
-        )
-        self._connections: dict[str, RemotingProtocol] = {}
+        for p in processors:
+            self.dispatcher.add_processor(p)
+        self._channels: dict[str, RemotingProtocol] = {}
         self._connecting: dict[str, _Connecting] = {}
         self._closed = False
+
+    # ---- Service -------------------------------------------------------------------------------
+
+    def startService(self) -> None:
+        self._closed = False
+        super().startService()
+
+    def stopService(self) -> Deferred[None]:
+        """Refuse new calls, wait up to ``config.close_grace`` for calls in flight, close all."""
+        super().stopService()
+        self._closed = True
+        wait = drain(self.reactor, self._channels.values(), self.config.close_grace)
+        return wait.addCallback(lambda _: self.close())
 
     # ---- public API ----------------------------------------------------------------------------
 
@@ -114,15 +124,15 @@ class RemotingClient:
         self.dispatcher.register(code, handler)
 
     @property
-    def connections(self) -> dict[str, RemotingProtocol]:
-        """Open connections by address (a copy)."""
-        return {a: p for a, p in self._connections.items() if p.is_open}
+    def channels(self) -> dict[str, RemotingProtocol]:
+        """Open channels by address (a copy)."""
+        return {a: p for a, p in self._channels.items() if p.is_open}
 
-    def connection(self, addr: str) -> Deferred[RemotingProtocol]:
-        """The open connection to ``addr``, connecting first if there is none."""
+    def channel(self, addr: str) -> Deferred[RemotingProtocol]:
+        """The open channel to ``addr``, connecting first if there is none."""
         if self._closed:
             return defer.fail(RemotingConnectError(f"cannot connect to {addr}: client is closed"))
-        proto = self._connections.get(addr)
+        proto = self._channels.get(addr)
         if proto is not None and proto.is_open:
             return defer.succeed(proto)
         pending = self._connecting.get(addr)
@@ -134,8 +144,13 @@ class RemotingClient:
             pending = self._connecting[addr] = _Connecting(None, [])
             self.log.debug("connecting to {addr}", addr=addr)
             try:
+                factory: Any = _ClientFactory(self, addr)
+                if self.config.tls is not None:
+                    from twisted.protocols.tls import TLSMemoryBIOFactory
+
+                    factory = TLSMemoryBIOFactory(self.config.tls, True, factory)
                 pending.connector = self.reactor.connectTCP(
-                    host, port, _ClientFactory(self, addr), timeout=self.connect_timeout
+                    host, port, factory, timeout=self.config.connect_timeout
                 )
             except Exception as e:
                 del self._connecting[addr]
@@ -146,11 +161,55 @@ class RemotingClient:
         pending.waiters.append(waiter)
         return waiter
 
-    def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> Deferred[RemotingCommand]:
+    def call(
+        self,
+        addr: str,
+        command: type[Command],
+        header: Any = None,
+        *,
+        body: Any = None,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> Deferred[Response[Any, Any]]:
+        """Send ``command`` to ``addr``; fire with its typed Response (SUCCESS or a declared
+        status), or fail with the typed error of any other response code (``errors.for_code``).
+
+        ``header`` is a header object or a mapping of its fields; ``fields`` are header fields as
+        keyword arguments. ``timeout`` defaults to ``config.call_timeout``.
+        """
+        try:
+            request = self._request(command, header, body, fields)
+        except Exception as e:
+            return defer.fail(e)
+        return self.invoke(addr, request, timeout).addCallback(command.parse_response)
+
+    def oneway(
+        self, addr: str, command: type[Command], header: Any = None, *, body: Any = None, **fields: Any
+    ) -> Deferred[None]:
+        """Send ``command`` to ``addr`` with the ONEWAY flag; fire with None once written."""
+        try:
+            request = self._request(command, header, body, fields)
+        except Exception as e:
+            return defer.fail(e)
+        return self.invoke_oneway(addr, request)
+
+    def _request(
+        self, command: type[Command], header: Any, body: Any, fields: dict[str, Any]
+    ) -> RemotingCommand:
+        return command.request(
+            header, body, language=self.config.language, version=self.config.version, **fields
+        )
+
+    def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout: float | None = None
+    ) -> Deferred[RemotingCommand]:
         """Send a request to ``addr``; fire with its response (whatever its code).
 
-        ``timeout`` covers connecting and waiting; connecting is also bounded by connect_timeout.
+        ``timeout`` (default ``config.call_timeout``) covers connecting and waiting; connecting
+        is also bounded by ``config.connect_timeout``.
         """
+        if timeout is None:
+            timeout = self.config.call_timeout
         start = self.reactor.seconds()
 
         def send(proto: RemotingProtocol) -> Deferred[RemotingCommand]:
@@ -162,14 +221,14 @@ class RemotingClient:
                 )
             return proto.invoke(cmd, remaining)
 
-        return self.connection(addr).addCallback(send)
+        return self.channel(addr).addCallback(send)
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> Deferred[None]:
         """Send a oneway request to ``addr``; fire with None once written."""
-        return self.connection(addr).addCallback(lambda proto: proto.invoke_oneway(cmd))
+        return self.channel(addr).addCallback(lambda proto: proto.invoke_oneway(cmd))
 
-    def close_connection(self, addr: str) -> Deferred[None]:
-        proto = self._connections.pop(addr, None)
+    def close_channel(self, addr: str) -> Deferred[None]:
+        proto = self._channels.pop(addr, None)
         if proto is None:
             return defer.succeed(None)
         d = proto.when_closed()
@@ -177,7 +236,7 @@ class RemotingClient:
         return d
 
     def close(self) -> Deferred[None]:
-        """Stop connecting, close every connection; fire when all are gone."""
+        """Stop connecting, close every channel now; fire when all are gone."""
         self._closed = True
         for addr, pending in list(self._connecting.items()):
             if pending.connector is not None:
@@ -190,19 +249,17 @@ class RemotingClient:
                 del self._connecting[addr]
                 for w in pending.waiters:
                     w.errback(RemotingConnectError(f"connect to {addr} abandoned: client closed"))
-        waits = [self.close_connection(addr) for addr in list(self._connections)]
+        waits = [self.close_channel(addr) for addr in list(self._channels)]
         return defer.gatherResults(waits, consumeErrors=True).addCallback(lambda _: None)
 
     # ---- internals -----------------------------------------------------------------------------
 
     def _build_protocol(self, addr: str) -> RemotingProtocol:
-        return _ClientProtocol(
-            self, addr, reactor=self.reactor, dispatcher=self.dispatcher, **self._protocol_options
-        )
+        return _ClientProtocol(self, addr, self.reactor, self.dispatcher, self.config)
 
     def _connected(self, addr: str, proto: RemotingProtocol) -> None:
         pending = self._connecting.pop(addr, None)
-        self._connections[addr] = proto
+        self._channels[addr] = proto
         proto.when_closed().addCallback(lambda _: self._dropped(addr, proto))
         self.log.info("connected to {addr}", addr=addr)
         if self._closed:
@@ -211,8 +268,8 @@ class RemotingClient:
             w.callback(proto)
 
     def _dropped(self, addr: str, proto: RemotingProtocol) -> None:
-        if self._connections.get(addr) is proto:
-            del self._connections[addr]
+        if self._channels.get(addr) is proto:
+            del self._channels[addr]
         self.log.info("connection to {addr} closed", addr=addr)
 
     def _connect_failed(self, addr: str, reason: Failure) -> None:

@@ -1,28 +1,45 @@
-"""Sans-IO remoting connection: frame reassembly, opaque allocation and the pending table.
+"""Sans-IO remoting connection: frame reassembly, opaques, and every pending call's state.
 
-No sockets, no clock, no Twisted: bytes go in through ``receive_data`` and come out of
-``send_request``/``send_response``; deadlines are plain numbers supplied by the caller, and
-``expire(now)`` reports the requests whose deadline has passed (cf. h11's ``Connection``).
+No sockets, no clock, no Twisted (cf. h11's ``Connection``): bytes go in through ``receive_data``
+and come out of ``send_request``/``send_response``; deadlines are plain numbers supplied by the
+caller. The connection owns the pending-call table: ``next_deadline()`` tells the caller when to
+look again, ``expire(now)`` hands back the calls whose deadline passed, ``close()`` the rest.
+A framing error is an event (``ProtocolFailed``) after the good frames before it; from then on,
+and after ``close()``, every send fails at once with LocalProtocolError.
 Spec: shared/spec/wire-format.md sections 1 and 4.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import enum
+import heapq
+from typing import Any
 
 from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
-from rmqwire.codec.frame import (
-    DEFAULT_MAX_FRAME_LENGTH,
-    FrameDecoder,
-    RemotingCommand,
-    encode_frame,
-)
-from rmqwire.errors import CodecError, LocalProtocolError, RemoteProtocolError
+from rmqwire.codec.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCommand, encode_frame
+from rmqwire.errors import CodecError, LocalProtocolError, RemoteProtocolError, RemotingTooManyRequestsError
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
-_ABSENT = object()  # sentinel: dict.pop default that no deadline can equal
+
+
+class ConnectionState(enum.Enum):
+    OPEN = "open"
+    FAILED = "failed"  # the peer broke the framing: close without a reply
+    CLOSED = "closed"
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class PendingCall:
+    """A two-way request waiting for its response. ``token`` is the caller's handle (a Deferred in
+    the Twisted layer); the connection only carries it."""
+
+    opaque: int
+    code: int
+    deadline: float | None
+    timeout: float | None = None
+    token: Any = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -34,9 +51,10 @@ class RequestReceived:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ResponseReceived:
-    """A response matched a pending request; that request is no longer pending."""
+    """A response matched a pending call, which is no longer pending."""
 
     command: RemotingCommand
+    call: PendingCall
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,7 +64,14 @@ class UnmatchedResponse:
     command: RemotingCommand
 
 
-Event = RequestReceived | ResponseReceived | UnmatchedResponse
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProtocolFailed:
+    """The peer's bytes are not a frame stream; always the last event. Close without replying."""
+
+    error: RemoteProtocolError
+
+
+Event = RequestReceived | ResponseReceived | UnmatchedResponse | ProtocolFailed
 
 
 class RemotingConnection:
@@ -54,8 +79,7 @@ class RemotingConnection:
 
     ``serialize_type`` is the header type of the requests we send. ``response_serialize_type``
     None answers in the request's own type (4.x ``NettyRemotingAbstract``); a SerializeType
-    answers always in that type (5.x).
-    After a framing error the connection is in the error state and refuses further input.
+    answers always in that type (5.x). ``max_pending`` bounds the two-way calls in flight.
     """
 
     def __init__(
@@ -64,6 +88,7 @@ class RemotingConnection:
         serialize_type: SerializeType = SerializeType.JSON,
         response_serialize_type: SerializeType | None = None,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        max_pending: int | None = None,
         first_opaque: int = 0,
     ) -> None:
         if not _INT32_MIN <= first_opaque <= _INT32_MAX:
@@ -72,22 +97,28 @@ class RemotingConnection:
         self.response_serialize_type = (
             None if response_serialize_type is None else SerializeType(response_serialize_type)
         )
+        self.max_pending = max_pending
         self._decoder = FrameDecoder(max_frame_length)
         self._next_opaque = first_opaque
-        # opaque -> deadline (None: no deadline). Insertion order is send order.
-        self._pending: dict[int, float | None] = {}
-        self._error: RemoteProtocolError | None = None
+        self._pending: dict[int, PendingCall] = {}  # insertion order is send order
+        self._deadlines: list[tuple[float, int, PendingCall]] = []  # lazy-deletion min-heap
+        self._seq = 0  # heap tie-breaker, so PendingCalls are never compared
+        self.state = ConnectionState.OPEN
+        self.error: RemoteProtocolError | None = None
 
     # ---- state ---------------------------------------------------------------------------------
 
     @property
-    def pending(self) -> dict[int, float | None]:
-        """A copy of the pending table: opaque -> deadline."""
+    def pending(self) -> dict[int, PendingCall]:
+        """A copy of the pending table: opaque -> call."""
         return dict(self._pending)
 
+    def __len__(self) -> int:
+        return len(self._pending)
+
     @property
-    def failed(self) -> bool:
-        return self._error is not None
+    def is_open(self) -> bool:
+        return self.state is ConnectionState.OPEN
 
     @property
     def buffered(self) -> int:
@@ -95,11 +126,17 @@ class RemotingConnection:
         return self._decoder.buffered
 
     def next_deadline(self) -> float | None:
-        """The earliest deadline among pending requests, or None."""
-        deadlines = [d for d in self._pending.values() if d is not None]
-        return min(deadlines) if deadlines else None
+        """The earliest deadline among pending calls, or None."""
+        heap = self._deadlines
+        while heap and self._pending.get(heap[0][2].opaque) is not heap[0][2]:
+            heapq.heappop(heap)  # answered, cancelled or expired since it was pushed
+        return heap[0][0] if heap else None
 
     # ---- sending -------------------------------------------------------------------------------
+
+    def _check_open(self, what: str) -> None:
+        if self.state is not ConnectionState.OPEN:
+            raise LocalProtocolError(f"cannot {what}: connection {self.state.value}")
 
     def _allocate_opaque(self) -> int:
         # int32 wrap as Java's AtomicInteger; skip values still pending so that a very
@@ -111,22 +148,49 @@ class RemotingConnection:
                 return opaque
         raise AssertionError("unreachable: pending table larger than its own size")
 
-    def send_request(self, cmd: RemotingCommand, deadline: float | None = None) -> tuple[int, bytes]:
+    def send_request(
+        self,
+        cmd: RemotingCommand,
+        deadline: float | None = None,
+        *,
+        timeout: float | None = None,
+        token: Any = None,
+    ) -> tuple[int, bytes]:
         """Assign an opaque to ``cmd`` and return ``(opaque, frame bytes)``.
 
-        A two-way request becomes pending until its response arrives, ``expire`` reports it, or
-        ``cancel`` drops it. A oneway request (ONEWAY flag) never becomes pending.
+        A two-way request becomes a pending call until its response arrives, ``expire`` returns
+        it, ``cancel`` drops it or ``close`` ends the connection. A oneway request never does.
         """
+        self._check_open("send a request")
         if cmd.is_response:
             raise LocalProtocolError(f"send_request got a response command (flag {cmd.flag})")
+        two_way = not cmd.is_oneway
+        if two_way and self.max_pending is not None and len(self._pending) >= self.max_pending:
+            raise RemotingTooManyRequestsError(
+                f"{len(self._pending)} calls already in flight on this connection "
+                f"(max_pending {self.max_pending})"
+            )
         opaque = self._allocate_opaque()
         data = encode_frame(cmd.with_opaque(opaque), self.serialize_type)
-        if not cmd.is_oneway:
-            self._pending[opaque] = deadline
+        if two_way:
+            call = PendingCall(opaque, cmd.code, deadline, timeout, token)
+            self._pending[opaque] = call
+            if deadline is not None:
+                self._seq += 1
+                heapq.heappush(self._deadlines, (deadline, self._seq, call))
+                self._compact()
         return opaque, data
+
+    def _compact(self) -> None:
+        # Answered calls stay in the heap until they reach its top; rebuild before it bloats.
+        if len(self._deadlines) > 2 * len(self._pending) + 64:
+            live = self._pending
+            self._deadlines = [e for e in self._deadlines if live.get(e[2].opaque) is e[2]]
+            heapq.heapify(self._deadlines)
 
     def send_response(self, request: RemotingCommand, response: RemotingCommand) -> bytes:
         """Frame ``response`` as the answer to ``request``: its opaque, the RESPONSE flag set."""
+        self._check_open("send a response")
         if request.is_response:
             raise LocalProtocolError("cannot answer a response")
         if request.is_oneway:
@@ -145,46 +209,56 @@ class RemotingConnection:
     def receive_data(self, data: bytes) -> list[Event]:
         """Feed received bytes; return the events for every complete frame.
 
-        Raises RemoteProtocolError (the CodecError as its cause) when the bytes are not a valid
-        frame stream; the connection must then be closed without a reply.
+        When the bytes are not a valid frame stream, the events of the good frames before the bad
+        bytes come first, then one ``ProtocolFailed``; the connection is then FAILED and ignores
+        further input (the caller closes it without a reply, as Java's NettyDecoder does).
         """
-        if self._error is not None:
-            raise RemoteProtocolError(str(self._error))  # without the events: already handed out
+        if self.state is not ConnectionState.OPEN:
+            return []
         try:
             commands = self._decoder.feed(data)
         except CodecError as e:
-            self._error = RemoteProtocolError(
-                f"bad frame from peer: {e}", events=list(self._events(e.frames))
-            )
-            self._error.__cause__ = e
-            raise self._error from e
-        return list(self._events(commands))
+            events = self._events(e.frames)
+            self.error = RemoteProtocolError(f"bad frame from peer: {e}")
+            self.error.__cause__ = e
+            self.state = ConnectionState.FAILED
+            events.append(ProtocolFailed(self.error))
+            return events
+        return self._events(commands)
 
-    def _events(self, commands: list[RemotingCommand]) -> Iterator[Event]:
+    def _events(self, commands: list[RemotingCommand]) -> list[Event]:
+        events: list[Event] = []
+        pending = self._pending
         for cmd in commands:
             if not cmd.is_response:
-                yield RequestReceived(cmd)
-            elif self._pending.pop(cmd.opaque, _ABSENT) is not _ABSENT:
-                yield ResponseReceived(cmd)
-            else:
-                yield UnmatchedResponse(cmd)
+                events.append(RequestReceived(cmd))
+                continue
+            call = pending.pop(cmd.opaque, None)
+            events.append(UnmatchedResponse(cmd) if call is None else ResponseReceived(cmd, call))
+        return events
 
-    # ---- deadlines -----------------------------------------------------------------------------
+    # ---- deadlines and the end -----------------------------------------------------------------
 
-    def expire(self, now: float) -> list[int]:
-        """Drop and return the opaques whose deadline is <= ``now``, in send order."""
-        expired = [op for op, d in self._pending.items() if d is not None and d <= now]
-        for op in expired:
-            del self._pending[op]
+    def expire(self, now: float) -> list[PendingCall]:
+        """Drop and return the calls whose deadline is <= ``now``, earliest first."""
+        expired: list[PendingCall] = []
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            _, _, call = heapq.heappop(heap)
+            if self._pending.get(call.opaque) is call:
+                del self._pending[call.opaque]
+                expired.append(call)
         return expired
 
-    def cancel(self, opaque: int) -> bool:
-        """Forget a pending request (its caller gave up); True if it was pending."""
-        return self._pending.pop(opaque, _ABSENT) is not _ABSENT
+    def cancel(self, opaque: int) -> PendingCall | None:
+        """Forget a pending call (its caller gave up); the call, or None if it was not pending."""
+        return self._pending.pop(opaque, None)
 
-    def close(self) -> list[int]:
-        """The transport is gone: drop and return every pending opaque, in send order."""
-        lost = list(self._pending)
+    def close(self) -> list[PendingCall]:
+        """The transport is gone or going: no more sends; drop and return every pending call."""
+        if self.state is ConnectionState.OPEN:
+            self.state = ConnectionState.CLOSED
+        lost = list(self._pending.values())
         self._pending.clear()
+        self._deadlines.clear()
         return lost
-

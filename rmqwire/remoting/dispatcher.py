@@ -1,8 +1,15 @@
 """The processor table: request code -> handler, with the Java fallbacks for errors.
 
-A handler is ``handler(request, context)`` returning a RemotingCommand (the response), a Deferred
-of one, or None (no response, as a Java processor returning null); ``async def`` handlers work too. The fallbacks follow
-``NettyRemotingAbstract.processRequestCommand`` (shared/spec/wire-format.md section 7):
+Typed: a ``Processor`` subclass marks methods with ``@SomeCommand.responder``; each is called as
+``method(header, body, context)`` with the decoded request header and body, and returns what
+``Command.as_response`` accepts (a body, a header, a ``Response``, a RemotingCommand or None), a
+Deferred of it, or a coroutine. A missing required header field or an undecodable header answers
+1 SYSTEM_ERROR with Java's ``RemotingCommandException`` remark, as Java's decoder does.
+
+Raw: a handler is ``handler(request, context)`` returning a RemotingCommand (the response), a
+Deferred of one, or None (no response, as a Java processor returning null); ``async def``
+handlers work too. The fallbacks follow ``NettyRemotingAbstract.processRequestCommand``
+(shared/spec/wire-format.md section 7):
 
 - no handler for the code -> 3 REQUEST_CODE_NOT_SUPPORTED, remark ``" request type <code> not supported"``;
 - BrokerResponseError raised -> a response with its code and remark;
@@ -16,15 +23,19 @@ import dataclasses
 import inspect
 import os
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from rmqwire.codec.codes import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, ResponseCode
+from rmqwire.codec.commands import RESPONDS_TO, Command
 from rmqwire.codec.frame import RemotingCommand
-from rmqwire.errors import BrokerResponseError
+from rmqwire.errors import BrokerResponseError, CodecError, MissingHeaderFieldError
+
+if TYPE_CHECKING:
+    from rmqwire.remoting.config import RemotingConfig
 
 
 class Channel(Protocol):
@@ -42,10 +53,12 @@ class Channel(Protocol):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Where a request came from: the peer's ``host:port`` and its connection."""
+    """Where a request came from: the peer's ``host:port``, its channel (to call the peer back,
+    e.g. a broker's CHECK_TRANSACTION_STATE) and the raw request frame."""
 
     peer: str
     channel: Channel | None = None
+    request: RemotingCommand | None = None
 
 
 HandlerResult: TypeAlias = "RemotingCommand | Deferred[RemotingCommand | None] | None"
@@ -85,6 +98,72 @@ def _innermost_frame(failure: Failure | BaseException) -> str | None:
     return f"{code.co_name}({os.path.basename(code.co_filename)}:{tb.tb_lineno})"
 
 
+#: Java's exception class for header decoding failures (its remark names it).
+_REMOTING_COMMAND_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
+
+
+class RequestHeaderError(BrokerResponseError):
+    """A request header could not be decoded: answered as Java's decoder answers (SYSTEM_ERROR)."""
+
+    def __init__(self, error: CodecError) -> None:
+        if isinstance(error, MissingHeaderFieldError):
+            fields = getattr(error, "fields", ())
+            what = f"the custom field <{fields[0]}> is null" if fields else str(error)
+        else:
+            what = f"decode error: {error}"
+        super().__init__(ResponseCode.SYSTEM_ERROR, f"{_REMOTING_COMMAND_EXCEPTION}: {what}")
+
+
+class Processor:
+    """A set of typed responders (cf. Twisted AMP's ``CommandLocator``).
+
+    Subclasses mark methods with ``@SomeCommand.responder``; ``handlers()`` gives the raw
+    handler table a Dispatcher takes. The tags are collected per class when it is defined.
+    """
+
+    __responders__: dict[int, tuple[type[Command], str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table: dict[int, tuple[type[Command], str]] = {}
+        for base in reversed(cls.__mro__[1:]):
+            table.update(getattr(base, "__responders__", {}))
+        for name, fn in vars(cls).items():
+            for command in getattr(fn, RESPONDS_TO, ()):
+                for code in command.codes:
+                    table[code] = (command, name)
+        cls.__responders__ = table
+
+    def handlers(self) -> dict[int, Handler]:
+        """Request code -> a raw handler that decodes, calls the responder and encodes."""
+        return {
+            code: _TypedHandler(command, getattr(self, name))
+            for code, (command, name) in self.__responders__.items()
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _TypedHandler:
+    command: type[Command]
+    method: Callable[..., Any]
+
+    def __call__(self, request: RemotingCommand, context: RequestContext) -> Any:
+        try:
+            header, body = self.command.parse_request(request)
+        except CodecError as e:
+            raise RequestHeaderError(e) from e
+        context = dataclasses.replace(context, request=request)
+        d = maybeDeferred(self.method, header, body, context)
+        d.addCallback(_await_coroutine)
+        return d.addCallback(self._encode, request)
+
+    def _encode(self, value: Any, request: RemotingCommand) -> RemotingCommand | None:
+        result = self.command.as_response(value)
+        if result is None or isinstance(result, RemotingCommand):
+            return result
+        return self.command.build_response(request, result)
+
+
 class Dispatcher:
     """A processor table; ``language``/``version`` are stamped on every response it builds.
 
@@ -108,8 +187,21 @@ class Dispatcher:
         self.language = language
         self.version = version
 
+    @classmethod
+    def for_config(cls, config: RemotingConfig, *processors: Processor) -> Dispatcher:
+        """A table answering with the config's language and version, holding ``processors``."""
+        d = cls(language=config.language, version=config.version)
+        for p in processors:
+            d.add_processor(p)
+        return d
+
     def register(self, code: int, handler: Handler) -> None:
         self._table[int(code)] = handler
+
+    def add_processor(self, processor: Processor) -> None:
+        """Register every responder of ``processor`` (later registrations win per code)."""
+        for code, handler in processor.handlers().items():
+            self.register(code, handler)
 
     def unregister(self, code: int) -> None:
         self._table.pop(int(code), None)

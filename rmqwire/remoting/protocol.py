@@ -1,16 +1,17 @@
-"""The Twisted side of one remoting connection: Deferreds, timers and the processor table.
+"""The Twisted side of one remoting connection: Deferreds, one deadline timer, the processor table.
 
-``RemotingProtocol`` wraps a sans-IO ``RemotingConnection``. Either side may call the other:
-``invoke``/``invoke_oneway`` send requests; requests from the peer (a broker calling a client with
-CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO, ...) go through the ``Dispatcher``.
-The reactor is injected (only ``IReactorTime`` is used), so tests drive time with ``Clock``.
-Spec: shared/spec/wire-format.md sections 1.2, 3, 4 and 7.
+``RemotingProtocol`` (a channel, in Netty's words) wraps a sans-IO ``RemotingConnection``, which
+owns every pending call; the protocol keeps one timer set to the connection's next deadline.
+Either side may call the other: ``invoke``/``invoke_oneway`` send requests; requests from the peer
+(a broker calling a client with CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO, ...) go
+through the ``Dispatcher``. The reactor is injected (only ``IReactorTime`` is used), so tests
+drive time with ``Clock``. Spec: shared/spec/wire-format.md sections 1.2, 3, 4 and 7.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Iterable
 
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
@@ -19,36 +20,20 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from rmqwire.codec.codes import FLAG_ONEWAY, RequestCode, ResponseCode, SerializeType
-from rmqwire.codec.frame import DEFAULT_MAX_FRAME_LENGTH, RemotingCommand
-from rmqwire.errors import (
-    CodecError,
-    ConnectionLostError,
-    LocalProtocolError,
-    RemoteProtocolError,
-    RemotingTimeoutError,
-)
+from rmqwire.codec.codes import FLAG_ONEWAY, ResponseCode, code_name
+from rmqwire.codec.frame import RemotingCommand
+from rmqwire.errors import CodecError, ConnectionLostError, RemotingError, RemotingTimeoutError
+from rmqwire.errors import LocalProtocolError
+from rmqwire.remoting.config import RemotingConfig
 from rmqwire.remoting.connection import (
+    PendingCall,
+    ProtocolFailed,
     RemotingConnection,
     RequestReceived,
     ResponseReceived,
     UnmatchedResponse,
 )
 from rmqwire.remoting.dispatcher import Dispatcher, RequestContext, exception_simple_desc
-
-#: Java's serverChannelMaxIdleTimeSeconds / client maxIdleTimeSeconds.
-DEFAULT_IDLE_TIMEOUT = 120.0
-#: After close(), buffered writes get this long to flush; then the socket is aborted. Netty's
-#: channel.close() does not wait at all, and a peer that stopped reading must not keep it open.
-CLOSE_GRACE = 5.0
-
-
-def code_name(code: int) -> str:
-    """``GET_ROUTEINFO_BY_TOPIC(105)`` for a known request code, else the number."""
-    try:
-        return f"{RequestCode(code).name}({code})"
-    except ValueError:
-        return str(code)
 
 
 def format_address(addr: object) -> str:
@@ -58,21 +43,21 @@ def format_address(addr: object) -> str:
     return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 
 
-@dataclasses.dataclass(slots=True)
-class _Call:
-    deferred: Deferred[RemotingCommand]
-    timer: IDelayedCall
-    code: int
-    timeout: float
+def drain(reactor: IReactorTime, channels: Iterable[RemotingProtocol], grace: float) -> Deferred[None]:
+    """Fire once every channel is drained, or after ``grace`` seconds, whichever comes first."""
+    waits = [ch.when_drained() for ch in channels if not ch.drained]
+    if not waits:
+        return defer.succeed(None)
+    d = defer.gatherResults(waits, consumeErrors=True)
+    d.addTimeout(grace, reactor)
+    return d.addBoth(lambda _: None)  # past the grace the caller closes anyway
 
 
 class RemotingProtocol(Protocol):
     """One remoting connection (client or server side; the protocol is symmetric).
 
-    ``serialize_type``: header type of the requests we send (Java default JSON).
-    ``response_serialize_type``: None answers in the request's type (4.x), a SerializeType
-    always in that type (5.x). ``idle_timeout``: close after this many seconds with neither
-    reads nor writes (None disables it).
+    ``config`` supplies serialize types, idle timeout, frame limit, in-flight limit and RPC hooks;
+    ``dispatcher`` answers the peer's requests.
     """
 
     log = Logger()
@@ -81,33 +66,31 @@ class RemotingProtocol(Protocol):
         self,
         reactor: IReactorTime,
         dispatcher: Dispatcher | None = None,
+        config: RemotingConfig | None = None,
         *,
-        serialize_type: SerializeType = SerializeType.JSON,
-        response_serialize_type: SerializeType | None = None,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         first_opaque: int = 0,
     ) -> None:
-        if idle_timeout is not None and idle_timeout <= 0:
-            raise ValueError(f"idle_timeout must be positive or None, got {idle_timeout}")
         self.reactor = reactor
-        self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
+        self.config = config if config is not None else RemotingConfig()
+        self.dispatcher = dispatcher if dispatcher is not None else Dispatcher.for_config(self.config)
         self.connection = RemotingConnection(
-            serialize_type=serialize_type,
-            response_serialize_type=response_serialize_type,
-            max_frame_length=max_frame_length,
+            serialize_type=self.config.serialize_type,
+            response_serialize_type=self.config.response_serialize_type,
+            max_frame_length=self.config.max_frame_length,
+            max_pending=self.config.max_inflight,
             first_opaque=first_opaque,
         )
-        self.idle_timeout = idle_timeout
+        self.idle_timeout = self.config.idle_timeout
         self.peer = "<not connected>"
-        self._calls: dict[int, _Call] = {}
         self._closing = False
         self._lost = False
-        self._lost_reason: Failure | None = None
+        self._deadline_call: IDelayedCall | None = None
         self._idle_call: IDelayedCall | None = None
         self._abort_call: IDelayedCall | None = None
         self._last_activity = 0.0
         self._close_waiters: list[Deferred[None]] = []
+        self._drain_waiters: list[Deferred[None]] = []
+        self._dispatching = 0  # requests from the peer still being processed
 
     # ---- Twisted callbacks ---------------------------------------------------------------------
 
@@ -122,23 +105,11 @@ class RemotingProtocol(Protocol):
         if self._closing:
             return  # after a framing error or close() the rest of the stream is meaningless
         self._touch()
-        try:
-            events = self.connection.receive_data(data)
-        except RemoteProtocolError as e:
-            # Java's NettyDecoder closes the channel on any decode error, without replying; the
-            # good frames before the bad bytes were already passed on, so handle them first.
-            self._handle(e.events)
-            self.log.warn("closing connection to {peer}: {error}", peer=self.peer, error=str(e))
-            self.close()
-            return
-        self._handle(events)
-
-    def _handle(self, events: list) -> None:
-        for event in events:
+        for event in self.connection.receive_data(data):
             if isinstance(event, RequestReceived):
                 self._dispatch(event.command)
             elif isinstance(event, ResponseReceived):
-                self._complete(event.command)
+                self._complete(event.call, event.command)
             elif isinstance(event, UnmatchedResponse):
                 cmd = event.command
                 self.log.warn(
@@ -146,6 +117,14 @@ class RemotingProtocol(Protocol):
                     "(late after a timeout?)",
                     code=cmd.code, opaque=cmd.opaque, peer=self.peer,
                 )
+            elif isinstance(event, ProtocolFailed):
+                # Java's NettyDecoder closes the channel on any decode error, without replying;
+                # the good frames before the bad bytes came first and were handled above.
+                self.log.warn(
+                    "closing connection to {peer}: {error}", peer=self.peer, error=str(event.error)
+                )
+                self.close()
+        self._reschedule()
 
     def connectionLost(self, reason: Failure | None = None) -> None:
         if self._lost:
@@ -154,23 +133,19 @@ class RemotingProtocol(Protocol):
             reason = Failure(ConnectionLostError("connection closed"))
         self._closing = True
         self._lost = True
-        self._lost_reason = reason
         self.connected = 0
-        for timer in (self._idle_call, self._abort_call):
+        for timer in (self._idle_call, self._abort_call, self._deadline_call):
             if timer is not None and timer.active():
                 timer.cancel()
-        self._idle_call = self._abort_call = None
+        self._idle_call = self._abort_call = self._deadline_call = None
         why = reason.getErrorMessage()
-        lost = self.connection.close()
-        lost += [op for op in self._calls if op not in lost]
-        self._fail_calls(
-            lost,
-            lambda op, call: ConnectionLostError(
+        for call in self.connection.close():
+            self._fail(call, ConnectionLostError(
                 f"connection to {self.peer} lost while request {code_name(call.code)} "
-                f"opaque {op} was pending: {why}"
-            ),
-        )
+                f"opaque {call.opaque} was pending: {why}"
+            ))
         self.log.debug("connection to {peer} lost: {why}", peer=self.peer, why=why)
+        self._notify_drained()
         waiters, self._close_waiters = self._close_waiters, []
         for w in waiters:
             w.callback(None)
@@ -183,28 +158,34 @@ class RemotingProtocol(Protocol):
 
     @property
     def pending_count(self) -> int:
-        return len(self._calls)
+        return len(self.connection)
 
-    def invoke(self, cmd: RemotingCommand, timeout: float) -> Deferred[RemotingCommand]:
+    def invoke(self, cmd: RemotingCommand, timeout: float | None = None) -> Deferred[RemotingCommand]:
         """Send a two-way request; fire with the response command (any response code).
 
-        Fails with RemotingTimeoutError after ``timeout`` seconds, ConnectionLostError if the
-        connection drops first. Cancelling the Deferred forgets the request.
+        ``timeout`` defaults to ``config.call_timeout``. Fails with RemotingTimeoutError after it,
+        ConnectionLostError if the connection drops first, RemotingTooManyRequestsError when
+        ``config.max_inflight`` calls are already pending. Cancelling the Deferred forgets the call.
         """
+        if timeout is None:
+            timeout = self.config.call_timeout
         if not timeout > 0:
             return defer.fail(ValueError(f"timeout must be positive, got {timeout}"))
         if cmd.is_oneway:
             return defer.fail(LocalProtocolError("invoke() got a oneway request; use invoke_oneway()"))
         if not self.is_open:
             return defer.fail(self._not_open_error(cmd))
+        d: Deferred[RemotingCommand] = Deferred(canceller=self._forget)
         try:
-            opaque, data = self.connection.send_request(cmd, self.reactor.seconds() + timeout)
-        except (LocalProtocolError, CodecError) as e:
+            cmd = self.config.before_request(self.peer, cmd)
+            opaque, data = self.connection.send_request(
+                cmd, self.reactor.seconds() + timeout, timeout=timeout, token=(d, cmd)
+            )
+        except (LocalProtocolError, CodecError, RemotingError) as e:
             return defer.fail(e)
-        d: Deferred[RemotingCommand] = Deferred(canceller=lambda _: self._forget(opaque))
-        timer = self.reactor.callLater(timeout, self._on_timeout, opaque)
-        self._calls[opaque] = _Call(d, timer, cmd.code, timeout)
+        d.opaque = opaque  # type: ignore[attr-defined]  # for the canceller
         self._write(data)
+        self._reschedule()
         return d
 
     def invoke_oneway(self, cmd: RemotingCommand) -> Deferred[None]:
@@ -212,10 +193,9 @@ class RemotingProtocol(Protocol):
         if not self.is_open:
             return defer.fail(self._not_open_error(cmd))
         try:
-            _, data = self.connection.send_request(
-                dataclasses.replace(cmd, flag=cmd.flag | FLAG_ONEWAY)
-            )
-        except (LocalProtocolError, CodecError) as e:
+            cmd = self.config.before_request(self.peer, cmd)
+            _, data = self.connection.send_request(dataclasses.replace(cmd, flag=cmd.flag | FLAG_ONEWAY))
+        except (LocalProtocolError, CodecError, RemotingError) as e:
             return defer.fail(e)
         self._write(data)
         return defer.succeed(None)
@@ -226,7 +206,7 @@ class RemotingProtocol(Protocol):
         if self.transport is not None and not self._lost:
             self.transport.loseConnection()
             if self._abort_call is None:
-                self._abort_call = self.reactor.callLater(CLOSE_GRACE, self._abort)
+                self._abort_call = self.reactor.callLater(self.config.close_grace, self._abort)
 
     def when_closed(self) -> Deferred[None]:
         """A Deferred that fires (with None) once the connection is lost."""
@@ -234,6 +214,19 @@ class RemotingProtocol(Protocol):
             return defer.succeed(None)
         d: Deferred[None] = Deferred()
         self._close_waiters.append(d)
+        return d
+
+    @property
+    def drained(self) -> bool:
+        """No call of ours pending, no request of the peer's being processed (or gone)."""
+        return self._lost or (not len(self.connection) and not self._dispatching)
+
+    def when_drained(self) -> Deferred[None]:
+        """A Deferred that fires once ``drained`` holds."""
+        if self.drained:
+            return defer.succeed(None)
+        d: Deferred[None] = Deferred()
+        self._drain_waiters.append(d)
         return d
 
     # ---- internals -----------------------------------------------------------------------------
@@ -255,7 +248,7 @@ class RemotingProtocol(Protocol):
         self._abort_call = None
         if not self._lost:
             self.log.warn("aborting connection to {peer}: not closed {grace:g} s after close()",
-                          peer=self.peer, grace=CLOSE_GRACE)
+                          peer=self.peer, grace=self.config.close_grace)
             self.transport.abortConnection()
 
     def _check_idle(self) -> None:
@@ -270,53 +263,76 @@ class RemotingProtocol(Protocol):
         elif not self._closing:
             self._idle_call = self.reactor.callLater(self.idle_timeout - idle_for, self._check_idle)
 
-    def _complete(self, response: RemotingCommand) -> None:
-        call = self._calls.pop(response.opaque, None)
-        if call is None:  # pending in the sans-IO table but not here: cannot happen
+    def _reschedule(self) -> None:
+        """Keep the one deadline timer at the connection's next deadline."""
+        deadline = self.connection.next_deadline()
+        timer = self._deadline_call
+        if deadline is None:
+            if timer is not None and timer.active():
+                timer.cancel()
+            self._deadline_call = None
             return
-        if call.timer.active():
-            call.timer.cancel()
-        call.deferred.callback(response)
+        delay = max(0.0, deadline - self.reactor.seconds())
+        if timer is not None and timer.active():
+            if timer.getTime() <= deadline:
+                return  # fires first anyway; _on_deadline reschedules
+            timer.reset(delay)
+        else:
+            self._deadline_call = self.reactor.callLater(delay, self._on_deadline)
 
-    def _forget(self, opaque: int) -> None:
+    def _on_deadline(self) -> None:
+        self._deadline_call = None
+        for call in self.connection.expire(self.reactor.seconds()):
+            self._fail(call, RemotingTimeoutError(
+                f"request {code_name(call.code)} opaque {call.opaque} to {self.peer} timed out "
+                f"after {call.timeout:g} s"
+            ))
+        self._reschedule()
+        self._notify_drained()
+
+    def _complete(self, call: PendingCall, response: RemotingCommand) -> None:
+        d, request = call.token
+        try:
+            self.config.after_response(self.peer, request, response)
+        except Exception:
+            self.log.failure("RPC hook after_response failed for {code}", code=call.code)
+        d.callback(response)
+        self._notify_drained()
+
+    def _fail(self, call: PendingCall, error: Exception) -> None:
+        d, _ = call.token
+        d.errback(error)
+
+    def _forget(self, d: Deferred[RemotingCommand]) -> None:
         """Deferred canceller: the caller no longer wants the response."""
-        call = self._calls.pop(opaque, None)
-        self.connection.cancel(opaque)
-        if call is not None and call.timer.active():
-            call.timer.cancel()
+        # A canceller runs only while ``d`` is unfired, so its opaque is still ours.
+        self.connection.cancel(d.opaque)  # type: ignore[attr-defined]
+        self._reschedule()
+        self._notify_drained()
 
-    def _on_timeout(self, opaque: int) -> None:
-        expired = self.connection.expire(self.reactor.seconds())
-        if opaque not in expired and self.connection.cancel(opaque):
-            expired.append(opaque)  # guard against clock rounding: our own timer fired
-        self._fail_calls(
-            expired,
-            lambda op, call: RemotingTimeoutError(
-                f"request {code_name(call.code)} opaque {op} to {self.peer} timed out after "
-                f"{call.timeout:g} s"
-            ),
-        )
-
-    def _fail_calls(self, opaques: list[int], error: Callable[[int, _Call], Exception]) -> None:
-        """Forget these pending calls, stop their timers and fail their Deferreds."""
-        for op in opaques:
-            call = self._calls.pop(op, None)
-            if call is None:
-                continue
-            if call.timer.active():
-                call.timer.cancel()
-            call.deferred.errback(error(op, call))
+    def _notify_drained(self) -> None:
+        if self._drain_waiters and self.drained:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for w in waiters:
+                w.callback(None)
 
     def _dispatch(self, request: RemotingCommand) -> None:
-        context = RequestContext(peer=self.peer, channel=self)
+        context = RequestContext(peer=self.peer, channel=self, request=request)
+        self._dispatching += 1
         d = self.dispatcher.dispatch(request, context)
         d.addCallback(self._respond, request)
+        d.addBoth(self._dispatched)
         d.addErrback(
             lambda f: self.log.failure(
                 "answering request {code} opaque {opaque} from {peer} failed",
                 f, code=request.code, opaque=request.opaque, peer=self.peer,
             )
         )
+
+    def _dispatched(self, result: object) -> object:
+        self._dispatching -= 1
+        self._notify_drained()
+        return result
 
     def _respond(self, response: RemotingCommand | None, request: RemotingCommand) -> None:
         if response is None or request.is_oneway:

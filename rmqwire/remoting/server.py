@@ -1,98 +1,120 @@
-"""RemotingServer: accepts remoting connections and answers them through a Dispatcher.
+"""RemotingServer: accepts remoting channels and answers them through typed processors.
 
-The reactor is given to ``listen`` (entry points resolve it). Open connections are tracked so that
-``close()`` can end them; ``connections`` also lets a server call its clients (a broker sending
-NOTIFY_CONSUMER_IDS_CHANGED over a client's connection).
+A Twisted ``Service``: ``startService`` listens on ``interface:port`` (port 0 picks a free one:
+see ``port``), ``stopService`` stops listening, waits up to ``config.close_grace`` for requests
+being processed and calls in flight, then closes every channel. Open channels are tracked so a
+server can call its clients back (a broker sending NOTIFY_CONSUMER_IDS_CHANGED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import ServerFactory
 from twisted.logger import Logger
 
-from rmqwire.codec.codes import SerializeType
-from rmqwire.codec.frame import DEFAULT_MAX_FRAME_LENGTH
-from rmqwire.remoting.dispatcher import Dispatcher
-from rmqwire.remoting.protocol import DEFAULT_IDLE_TIMEOUT, RemotingProtocol
+from rmqwire.remoting.config import JAVA_SERVER_CONFIG, RemotingConfig
+from rmqwire.remoting.dispatcher import Dispatcher, Processor
+from rmqwire.remoting.protocol import RemotingProtocol, drain
 
 
 class _ServerFactory(ServerFactory):
-    def __init__(self, server: RemotingServer, reactor: Any) -> None:
+    def __init__(self, server: RemotingServer) -> None:
         self.server = server
-        self.reactor = reactor
 
     def buildProtocol(self, addr: object) -> RemotingProtocol:
-        return self.server.build_protocol(self.reactor)
+        return self.server.build_protocol()
 
 
-class RemotingServer:
-    """A remoting server.
+class RemotingServer(Service):
+    """A remoting server; the reactor is injected.
 
-    ``response_serialize_type``: None answers in each request's serialize type (4.x behaviour);
-    a SerializeType answers always in that type (5.x: its own configured type, normally JSON).
-    ``serialize_type`` is used for requests the server itself sends to clients.
+    ``config`` defaults to ``JAVA_SERVER_CONFIG`` (answers as the Java servers do: language
+    JAVA). ``config.response_serialize_type`` None answers in each request's serialize type (4.x);
+    a SerializeType always in that type (5.x). ``config.serialize_type`` is used for requests the
+    server itself sends to clients.
     """
 
     log = Logger()
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        reactor: Any,
+        config: RemotingConfig | None = None,
         *,
-        response_serialize_type: SerializeType | None = None,
-        serialize_type: SerializeType = SerializeType.JSON,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        processors: tuple[Processor, ...] = (),
+        dispatcher: Dispatcher | None = None,
+        port: int = 0,
+        interface: str = "127.0.0.1",
     ) -> None:
-        self.dispatcher = dispatcher
-        self.response_serialize_type = response_serialize_type
-        self.serialize_type = serialize_type
-        self.idle_timeout = idle_timeout
-        self.max_frame_length = max_frame_length
-        self._connections: set[RemotingProtocol] = set()
-        self._ports: list[IListeningPort] = []
+        self.reactor = reactor
+        self.config = config if config is not None else JAVA_SERVER_CONFIG
+        self.dispatcher = (
+            dispatcher if dispatcher is not None else Dispatcher.for_config(self.config)
+        )
+        for p in processors:
+            self.dispatcher.add_processor(p)
+        self.requested_port = port
+        self.interface = interface
+        self._channels: set[RemotingProtocol] = set()
+        self._listening: IListeningPort | None = None
 
     @property
-    def connections(self) -> frozenset[RemotingProtocol]:
-        return frozenset(p for p in self._connections if p.is_open)
+    def channels(self) -> frozenset[RemotingProtocol]:
+        return frozenset(p for p in self._channels if p.is_open)
 
-    def build_protocol(self, reactor: Any) -> RemotingProtocol:
-        """A server-side protocol for one connection (also handy for in-memory tests)."""
-        proto = RemotingProtocol(
-            reactor,
-            self.dispatcher,
-            serialize_type=self.serialize_type,
-            response_serialize_type=self.response_serialize_type,
-            idle_timeout=self.idle_timeout,
-            max_frame_length=self.max_frame_length,
-        )
-        self._connections.add(proto)
-        proto.when_closed().addCallback(lambda _: self._connections.discard(proto))
+    @property
+    def port(self) -> int:
+        """The port listened on (the real one when 0 was asked for)."""
+        if self._listening is None:
+            raise RuntimeError("the server is not listening")
+        return int(self._listening.getHost().port)
+
+    @property
+    def address(self) -> str:
+        return f"{self.interface}:{self.port}"
+
+    def build_protocol(self) -> RemotingProtocol:
+        """A server-side channel (also handy for in-memory tests)."""
+        proto = RemotingProtocol(self.reactor, self.dispatcher, self.config)
+        self._channels.add(proto)
+        proto.when_closed().addCallback(lambda _: self._channels.discard(proto))
         return proto
 
-    def listen(self, reactor: Any, port: int, interface: str = "127.0.0.1") -> IListeningPort:
-        """Listen on ``interface:port`` (port 0 picks a free port: see ``getHost().port``)."""
-        listening: IListeningPort = reactor.listenTCP(
-            port, _ServerFactory(self, reactor), interface=interface
+    # ---- Service -------------------------------------------------------------------------------
+
+    def startService(self) -> None:
+        """Listen (synchronously: a port in use raises here)."""
+        factory: Any = _ServerFactory(self)
+        if self.config.tls is not None:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            factory = TLSMemoryBIOFactory(self.config.tls, False, factory)
+        self._listening = self.reactor.listenTCP(
+            self.requested_port, factory, interface=self.interface
         )
-        self._ports.append(listening)
-        self.log.info("listening on {host}", host=listening.getHost())
-        return listening
+        super().startService()
+        self.log.info("listening on {host}", host=self._listening.getHost())
+
+    def stopService(self) -> Deferred[None]:
+        super().stopService()
+        listening, self._listening = self._listening, None
+        stopped: Deferred[Any] = (
+            defer.maybeDeferred(listening.stopListening) if listening else defer.succeed(None)
+        )
+        stopped.addCallback(lambda _: drain(self.reactor, self._channels, self.config.close_grace))
+        return stopped.addCallback(lambda _: self.close())
 
     def close(self) -> Deferred[None]:
-        """Stop listening and close every connection; fire when all are gone."""
+        """Close every channel now; fire when all are gone."""
         waits: list[Deferred[Any]] = []
-        for port in self._ports:
-            waits.append(defer.maybeDeferred(port.stopListening))
-        self._ports.clear()
-        for proto in list(self._connections):
+        for proto in list(self._channels):
             if proto.transport is None:  # built but never connected: nothing to wait for
-                self._connections.discard(proto)
+                self._channels.discard(proto)
                 continue
             waits.append(proto.when_closed())
             proto.close()

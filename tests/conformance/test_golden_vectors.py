@@ -209,10 +209,10 @@ def test_frame_encode_matches_java(case: dict[str, Any] | None) -> None:
 
 
 def _header_cls(name: str) -> type:
-    from rmqwire.codec import headers
+    from rmqwire.codec import commands, header
 
-    cls = getattr(headers, name, None)
-    assert cls is not None, f"rmqwire.codec.headers has no class {name}"
+    cls = getattr(commands, name, None) or getattr(header, name, None)
+    assert cls is not None, f"rmqwire.codec.commands has no header class {name}"
     return cls
 
 
@@ -287,10 +287,10 @@ def _std_tree(obj: Any) -> Any:
 
 
 def _body_cls(name: str) -> type:
-    from rmqwire.codec import bodies
+    from rmqwire.codec import commands
 
-    cls = getattr(bodies, name, None)
-    assert cls is not None, f"rmqwire.codec.bodies has no class {name}"
+    cls = getattr(commands, name, None)
+    assert cls is not None, f"rmqwire.codec.commands has no body class {name}"
     return cls
 
 

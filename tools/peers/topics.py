@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from rmqwire.codec import RequestCode, ResponseCode
-from rmqwire.codec.bodies import TopicRouteData
+from rmqwire.codec.commands import TopicRouteData
 from tools.reference import wire
 
 PERM_READ_WRITE = 6  # PermName.PERM_READ | PermName.PERM_WRITE

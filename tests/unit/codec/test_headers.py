@@ -16,17 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqwire.codec import headers as H
+from rmqwire.codec import commands as H
+from rmqwire.codec import header as header_module
 from rmqwire.codec.codes import RequestCode, SerializeType
 from rmqwire.codec.frame import RemotingCommand, decode_frame, encode_frame
-from rmqwire.codec.headers import (
-    JAVA_TYPES,
+from rmqwire.codec.commands import (
     REQUEST_HEADERS,
     RESPONSE_HEADERS,
-    BoundaryType,
-    CommandHeader,
     GetMaxOffsetRequestHeader,
-    HeaderField,
     HeartbeatRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
@@ -41,6 +38,12 @@ from rmqwire.codec.headers import (
     UnregisterClientRequestHeader,
     decode_request_header,
     decode_response_header,
+)
+from rmqwire.codec.header import (
+    JAVA_TYPES,
+    BoundaryType,
+    CommandHeader,
+    HeaderField,
     jfield,
 )
 from rmqwire.errors import CodecError, HeaderDecodeError, MissingHeaderFieldError
@@ -48,9 +51,11 @@ from rmqwire.errors import CodecError, HeaderDecodeError, MissingHeaderFieldErro
 #: Every concrete header class of the module (the rpc bases included: they are headers too).
 ALL_HEADERS: list[type[CommandHeader]] = sorted(
     (
-        obj
-        for obj in vars(H).values()
-        if inspect.isclass(obj) and issubclass(obj, CommandHeader) and obj is not CommandHeader
+        {
+            obj
+            for obj in [*vars(H).values(), *vars(header_module).values()]
+            if inspect.isclass(obj) and issubclass(obj, CommandHeader) and obj is not CommandHeader
+        }
     ),
     key=lambda c: c.__name__,
 )

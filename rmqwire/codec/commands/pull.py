@@ -1,0 +1,105 @@
+"""Pulling: PULL_MESSAGE and LITE_PULL_MESSAGE."""
+
+from __future__ import annotations
+
+import enum
+
+from rmqwire.codec.codes import RequestCode, ResponseCode
+from rmqwire.codec.commands.base import Command
+from rmqwire.codec.header import (
+    CommandHeader,
+    TopicQueueRequestHeader,
+    jfield,
+)
+
+
+class PullSysFlag(enum.IntFlag):
+    """Bits of ``PullMessageRequestHeader.sysFlag`` (wire-format.md section 8.6)."""
+
+    COMMIT_OFFSET = 0x01
+    SUSPEND = 0x02
+    SUBSCRIPTION = 0x04
+    CLASS_FILTER = 0x08
+    LITE_PULL = 0x10
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        commit_offset: bool = False,
+        suspend: bool = False,
+        subscription: bool = False,
+        class_filter: bool = False,
+        lite_pull: bool = False,
+    ) -> PullSysFlag:
+        flag = cls(0)
+        if commit_offset:
+            flag |= cls.COMMIT_OFFSET
+        if suspend:
+            flag |= cls.SUSPEND
+        if subscription:
+            flag |= cls.SUBSCRIPTION
+        if class_filter:
+            flag |= cls.CLASS_FILTER
+        if lite_pull:
+            flag |= cls.LITE_PULL
+        return flag
+
+    @classmethod
+    def clear_commit_offset(cls, sys_flag: int) -> int:
+        """What the Java client does before pulling from a slave."""
+        return sys_flag & ~cls.COMMIT_OFFSET
+
+
+class PullMessageRequestHeader(TopicQueueRequestHeader):
+    """PULL_MESSAGE (11), LITE_PULL_MESSAGE (361). ``sys_flag`` holds PullSysFlag bits."""
+
+    consumer_group: str | None = jfield("String", required=True)
+    topic: str | None = jfield("String", required=True)
+    queue_id: int | None = jfield("Integer", required=True)
+    queue_offset: int | None = jfield("Long", required=True)
+    max_msg_nums: int | None = jfield("Integer", required=True)
+    sys_flag: int | None = jfield("Integer", required=True)
+    commit_offset: int | None = jfield("Long", required=True)
+    suspend_timeout_millis: int | None = jfield("Long", required=True)
+    subscription: str | None = jfield("String")
+    sub_version: int | None = jfield("Long", required=True)
+    expression_type: str | None = jfield("String")
+    max_msg_bytes: int | None = jfield("Integer")  # 5.x
+    request_source: int | None = jfield("Integer")  # 5.x
+    proxy_forward_client_id: str | None = jfield("String", wire="proxyFrowardClientId")  # sic
+
+
+class PullMessageResponseHeader(CommandHeader):
+    suggest_which_broker_id: int | None = jfield("Long", required=True)
+    next_begin_offset: int | None = jfield("Long", required=True)
+    min_offset: int | None = jfield("Long", required=True)
+    max_offset: int | None = jfield("Long", required=True)
+    offset_delta: int | None = jfield("Long")  # 5.x
+    topic_sys_flag: int | None = jfield("Integer")  # 5.x
+    group_sys_flag: int | None = jfield("Integer")  # 5.x
+    forbidden_type: int | None = jfield("Integer")  # 5.x
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+
+class PullMessage(Command):
+    """The response body is the pulled stored records (``rmqwire.codec.message.decode_messages``);
+    not-found, retry and offset-moved answers are outcomes the pull loop handles."""
+
+    code = RequestCode.PULL_MESSAGE
+    header = PullMessageRequestHeader
+    response_header = PullMessageResponseHeader
+    response_body = bytes
+    statuses = frozenset(
+        {
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            ResponseCode.PULL_OFFSET_MOVED,
+        }
+    )
+
+
+class LitePullMessage(PullMessage):
+    code = RequestCode.LITE_PULL_MESSAGE
