@@ -3,8 +3,9 @@
 Typed: a ``Processor`` subclass marks methods with ``@SomeCommand.responder``; each is called as
 ``method(header, body, context)`` with the decoded request header and body, and returns what
 ``Command.as_response`` accepts (a body, a header, a ``Response``, a RemotingCommand or None), a
-Deferred of it, or a coroutine. A missing required header field or an undecodable header answers
-1 SYSTEM_ERROR with Java's ``RemotingCommandException`` remark, as Java's decoder does.
+Deferred of it, or a coroutine. As in Java, a missing required header field reaches the responder
+as None (Java's decoder logs it and passes null); a value that does not parse answers 1
+SYSTEM_ERROR with a ``RemotingCommandException`` remark.
 
 Raw: a handler is ``handler(request, context)`` returning a RemotingCommand (the response), a
 Deferred of one, or None (no response, as a Java processor returning null); ``async def``
@@ -32,7 +33,7 @@ from twisted.python.failure import Failure
 from rmqwire.codec.codes import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, ResponseCode
 from rmqwire.codec.commands import RESPONDS_TO, Command
 from rmqwire.codec.frame import RemotingCommand
-from rmqwire.errors import BrokerResponseError, CodecError, MissingHeaderFieldError
+from rmqwire.errors import BrokerResponseError, CodecError
 
 if TYPE_CHECKING:
     from rmqwire.remoting.config import RemotingConfig
@@ -103,15 +104,11 @@ _REMOTING_COMMAND_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCo
 
 
 class RequestHeaderError(BrokerResponseError):
-    """A request header could not be decoded: answered as Java's decoder answers (SYSTEM_ERROR)."""
+    """A request header value does not parse as its Java type: SYSTEM_ERROR with Java's
+    exception name for header decoding failures in the remark."""
 
     def __init__(self, error: CodecError) -> None:
-        if isinstance(error, MissingHeaderFieldError):
-            fields = getattr(error, "fields", ())
-            what = f"the custom field <{fields[0]}> is null" if fields else str(error)
-        else:
-            what = f"decode error: {error}"
-        super().__init__(ResponseCode.SYSTEM_ERROR, f"{_REMOTING_COMMAND_EXCEPTION}: {what}")
+        super().__init__(ResponseCode.SYSTEM_ERROR, f"{_REMOTING_COMMAND_EXCEPTION}: {error}")
 
 
 class Processor:

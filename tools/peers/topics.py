@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from rmqwire.codec import RequestCode, ResponseCode
-from rmqwire.codec.commands import TopicRouteData
+from rmqwire.codec.commands import TopicRouteData, UpdateAndCreateTopic
+from rmqwire.errors import BrokerResponseError
 from tools.reference import wire
 
 PERM_READ_WRITE = 6  # PermName.PERM_READ | PermName.PERM_WRITE
@@ -27,19 +27,12 @@ def create_topic(broker_addr: str, topic: str, *, queues: int = 4, order: bool =
 
     With ``namesrv_addr``, also wait until the NameServer returns a route with those queues.
     """
-    header = {
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "readQueueNums": str(queues),
-        "writeQueueNums": str(queues),
-        "perm": str(PERM_READ_WRITE),
-        "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": "0",
-        "order": "true" if order else "false",
-    }
-    resp = wire.request(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
-    if resp.code != ResponseCode.SUCCESS:
-        raise TopicSetupError(f"create topic {topic} on {broker_addr}: code {resp.code} {resp.remark}")
+    try:
+        wire.call(broker_addr, UpdateAndCreateTopic, topic=topic, default_topic="TBW102",
+                  read_queue_nums=queues, write_queue_nums=queues, perm=PERM_READ_WRITE,
+                  topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=order, timeout=timeout)
+    except BrokerResponseError as e:
+        raise TopicSetupError(f"create topic {topic} on {broker_addr}: {e}") from e
     if namesrv_addr is not None:
         wait_for_route(namesrv_addr, topic, queues=queues, timeout=timeout)
 

@@ -200,11 +200,20 @@ class Command:
     # ---- the answering side --------------------------------------------------------------------
 
     @classmethod
-    def parse_request(cls, request: RemotingCommand) -> tuple[CommandHeader | None, Any]:
-        """The typed header (strict: a missing required field raises) and the decoded body."""
+    def parse_request(
+        cls, request: RemotingCommand, *, strict: bool = False
+    ) -> tuple[CommandHeader | None, Any]:
+        """The typed header and the decoded body.
+
+        As Java's servers do, a missing required (``@CFNotNull``) field is left None by default:
+        their header decoder logs the missing field and hands the processor a null, whose outcome
+        is the processor's (GET_ROUTEINFO_BY_TOPIC without a topic answers TOPIC_NOT_EXIST for
+        the topic "null"). ``strict=True`` raises MissingHeaderFieldError instead. A value that
+        does not parse as its Java type always raises HeaderDecodeError.
+        """
         header = None
         if cls.header is not None:
-            header = cls.header.from_ext_fields(request.ext_fields, strict=True)
+            header = cls.header.from_ext_fields(request.ext_fields, strict=strict)
         return header, decode_body(cls.body, request.body)
 
     @classmethod
