@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything rmqwire needs on a fresh machine: system packages (JDK 17, Maven, Node),
 # the Python venv, the official RocketMQ jars from Maven Central, and the peer clients.
+# With RMQWIRE_WITH_DOCKER=1 (scripts/test.sh sets it) also a Docker engine for the run and the
+# RocketMQ image for the container backend (scripts/docker-engine.sh, tools/reference/image.py);
+# where Docker cannot be had it says why and goes on (the docker tests then skip).
 # Idempotent: a second run reuses what is there. Prints the time each stage took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,4 +57,17 @@ if [ -f tools/peers/cpp_peer.py ]; then
   stage "C++ peer (PyPI rocketmq 0.4.4)"
   .venv/bin/python -c "from tools.peers.cpp_peer import ensure_cpp_venv; print(ensure_cpp_venv())"
   done_stage
+fi
+
+if [ "${RMQWIRE_WITH_DOCKER:-0}" = 1 ]; then
+  stage "docker engine"
+  docker_ok=1
+  bash scripts/docker-engine.sh up || { docker_ok=0; echo "no Docker engine for this run: the docker tests will skip"; }
+  done_stage
+  if [ $docker_ok = 1 ]; then
+    stage "RocketMQ image (container backend)"
+    .venv/bin/python -m tools.reference.image "${RMQWIRE_ROCKETMQ_VERSION:-5.3.3}" \
+      || echo "no RocketMQ image: the docker tests will fail under CI=true, skip otherwise"
+    done_stage
+  fi
 fi
