@@ -1,13 +1,19 @@
 """Fixtures running the official Apache RocketMQ as the reference peer.
 
-Backend: env RMQWIRE_REFERENCE_BACKEND = jvm (default: official jars from Maven Central, JDK 17) or
-docker (testcontainers, image apache/rocketmq:<version>). Version: --rocketmq-version, else env
-RMQWIRE_ROCKETMQ_VERSION, else 5.3.3. The 4.x reference (4.9.7) is a separate fixture for tests
-marked ``slow``.
+Backend of ``reference_cluster`` (and ``reference_cluster_v4``): env RMQWIRE_REFERENCE_BACKEND =
+jvm (default: official jars from Maven Central as JVM processes, JDK 17) or docker (the same release
+in containers through testcontainers: apache/rocketmq:<version>, or the image tools.reference.image
+builds locally). scripts/test.sh runs the suite with jvm, then the codec/remoting and peer tests
+again with docker. ``docker_reference_cluster`` is always the container backend (the session's
+cluster when that is docker). ``reference_cluster_factory`` always starts JVM clusters. Version:
+--rocketmq-version, else env RMQWIRE_ROCKETMQ_VERSION, else 5.3.3. The 4.x reference (4.9.7) is a
+separate fixture for tests marked ``slow``.
 
 A missing JDK / Maven / jar skips with the reason, except under CI=true, where it fails: the
-conformance suite must not pass silently in CI. A cluster that is available but does not start
-is always an error.
+conformance suite must not pass silently in CI. A missing Docker engine (or image) skips with the
+reason; under CI=true it fails only where Docker is expected to work, i.e. when the test command
+got an engine answering (scripts/test.sh exports RMQWIRE_DOCKER_EXPECTED=1 after setup). A
+cluster that is available but does not start is always an error.
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
 
+def _docker_expected() -> bool:
+    return os.environ.get("RMQWIRE_DOCKER_EXPECTED", "") == "1"
+
+
 def reference_unavailable(reason: str, *, docker: bool = False) -> None:
-    """Skip with the reason; fail instead under CI=true (a missing Docker engine always skips)."""
-    if _in_ci() and not docker:
+    """Skip with the reason; fail instead under CI=true (for Docker only where it is expected)."""
+    if _in_ci() and (not docker or _docker_expected()):
         pytest.fail(f"reference cluster unavailable in CI: {reason}", pytrace=False)
     pytest.skip(reason)
 
@@ -39,6 +49,11 @@ def reference_unavailable(reason: str, *, docker: bool = False) -> None:
 def reference_unavailable_fixture() -> Callable[[str], None]:
     """The skip-or-fail-in-CI policy, for tests that start an official tool themselves."""
     return reference_unavailable
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"reference backend: {os.environ.get('RMQWIRE_REFERENCE_BACKEND', 'jvm')} "
+            f"(RMQWIRE_REFERENCE_BACKEND); docker expected: {_docker_expected()}")
 
 
 def reference_version(config: pytest.Config) -> str:
@@ -55,18 +70,37 @@ def _backend() -> str:
 
 def _start(version: str, backend: str = "jvm") -> Any:
     if backend == "docker":
-        from tools.reference.docker_cluster import DockerReferenceCluster, docker_unavailable_reason
+        from tools.reference.docker_cluster import DockerReferenceCluster
 
-        reason = docker_unavailable_reason()
-        if reason:
-            reference_unavailable(reason, docker=True)
-        return DockerReferenceCluster(version=version).start()
+        try:
+            return DockerReferenceCluster(version=version).start()
+        except ReferenceUnavailable as exc:   # no engine, or no image (no registry, no debootstrap)
+            reference_unavailable(str(exc), docker=True)
     from tools.reference.cluster import ReferenceCluster
 
     try:
         return ReferenceCluster(version=version).start()
     except ReferenceUnavailable as exc:
         reference_unavailable(str(exc))
+
+
+def _announce(request: pytest.FixtureRequest, backend: str, cluster: Any) -> None:
+    """One line in the test log with what started and how long each stage took."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in cluster.timings.items())
+    extra = ""
+    if backend == "docker":
+        extra = f"; image {cluster.image.describe()}; Ryuk: {cluster.ryuk}"
+    line = f"reference cluster ({backend}, RocketMQ {cluster.version}) started: {stages}{extra}"
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if capture is None:
+        reporter.write_line(line)
+        return
+    with capture.global_and_fixture_disabled():   # fixture set-up output is captured otherwise
+        reporter.ensure_newline()
+        reporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +112,21 @@ def reference_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     """
     cluster = _start(reference_version(request.config), _backend())
     try:
+        _announce(request, _backend(), cluster)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def docker_reference_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The container backend (NameServer and Broker containers), whatever the session's backend."""
+    if _backend() == "docker":
+        yield request.getfixturevalue("reference_cluster")
+        return
+    cluster = _start(reference_version(request.config), "docker")
+    try:
+        _announce(request, "docker", cluster)
         yield cluster
     finally:
         cluster.stop()

@@ -7,22 +7,27 @@ benchmark (rocketmq-example 5.5.0) and need no JVM.
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tools.reference import jars
+from rmqwire.codec import RequestCode, ResponseCode
+from tools.peers.topics import create_topic
 from tools.reference.benchmark import (
     ConsumerReport,
     ProducerSummary,
+    ensure_benchmark_jars,
     parse_consumer_reports,
     parse_producer_summary,
-    run_consumer,
     run_producer,
+    start_consumer,
 )
+from tools.reference import jars
 from tools.reference.cluster import pid_alive
 from tools.reference.jars import ReferenceUnavailable
 from tools.reference.mqadmin import (
@@ -34,7 +39,7 @@ from tools.reference.mqadmin import (
     parse_update_topic,
     run_mqadmin,
 )
-from tools.reference.wire import get_cluster_info, get_route_info, loads_fastjson
+from tools.reference.wire import get_cluster_info, get_route_info, loads_fastjson, request
 
 pytestmark = pytest.mark.conformance
 
@@ -132,16 +137,99 @@ def _jvms_under(root: Path) -> list[int]:
     return found
 
 
-@pytest.mark.docker
-def test_docker_backend_cluster_info():
-    from tools.reference.docker_cluster import DockerReferenceCluster, docker_unavailable_reason
+# --------------------------------------------------------------------------- container backend
 
-    reason = docker_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with DockerReferenceCluster(version=os.environ.get("RMQWIRE_ROCKETMQ_VERSION", "5.3.3")) as cluster:
-        info = get_cluster_info(cluster.namesrv_addr)
-        assert info.master_addr(cluster.broker_name) == cluster.broker_addr
+@pytest.mark.docker
+def test_docker_backend_cluster_info(docker_reference_cluster):
+    cluster = docker_reference_cluster
+    info = get_cluster_info(cluster.namesrv_addr)
+    assert info.master_addr(cluster.broker_name) == cluster.broker_addr
+    assert cluster.broker_addr.startswith("127.0.0.1:")
+    # Host networking on loopback: nothing is mapped, the servers bind the host's 127.0.0.1.
+    for container in cluster.containers:
+        attrs = container.get_wrapped_container().attrs
+        assert attrs["HostConfig"]["NetworkMode"] == "host"
+        assert attrs["Config"]["Image"] == cluster.image.tag
+        assert attrs["Config"]["Labels"]["org.rmqwire.owner-pid"] == str(os.getpid())
+
+
+@pytest.mark.docker
+def test_docker_image_layout_and_cache(docker_reference_cluster):
+    """The image is laid out as the official one (ROCKETMQ_HOME, lib, user rocketmq); a second
+    ensure_image finds it instead of building it again."""
+    from tools.reference.image import ensure_image, rocketmq_home
+
+    cluster = docker_reference_cluster
+    home = rocketmq_home(cluster.version)
+    assert cluster.image.rocketmq_home == home == f"/home/rocketmq/rocketmq-{cluster.version}"
+    code, out = cluster.containers[-1].exec(
+        ["sh", "-c", f'id -un; echo "$ROCKETMQ_HOME"; ls {home}/lib'])
+    assert code == 0, out
+    user, env_home, *jars_in_image = out.decode().split()
+    assert (user, env_home) == ("rocketmq", home)
+    assert f"rocketmq-broker-{cluster.version}.jar" in jars_in_image
+    assert f"rocketmq-namesrv-{cluster.version}.jar" in jars_in_image
+
+    again = ensure_image(cluster.version, log=lambda _msg: None)
+    assert again.tag == cluster.image.tag
+    assert again.how in ("present", "cached")
+
+
+@pytest.mark.docker
+def test_docker_backend_removes_its_containers_when_the_body_fails(docker_reference_cluster):
+    """A cluster whose user fails is still removed (the fixture's try/finally runs the same stop())."""
+    import docker
+
+    from tools.reference.docker_cluster import DockerReferenceCluster
+
+    ids: list[str] = []
+    with pytest.raises(RuntimeError, match="the test body failed"):
+        with DockerReferenceCluster(version=docker_reference_cluster.version) as cluster:
+            ids = [c.get_container_id() for c in cluster.containers]
+            assert len(ids) == 2 and get_cluster_info(cluster.namesrv_addr).master_addr("broker-a")
+            raise RuntimeError("the test body failed")
+    client = docker.from_env()
+    try:
+        for cid in ids:
+            with pytest.raises(docker.errors.NotFound):
+                client.containers.get(cid)
+    finally:
+        client.close()
+
+
+@pytest.mark.docker
+def test_docker_orphan_containers_are_removed(docker_reference_cluster):
+    """A container whose owner process died without stop() goes at the next start (remove_orphans)."""
+    import subprocess
+
+    import docker
+
+    from tools.reference.docker_cluster import LABEL_HOST, LABEL_OWNER, LABEL_ROLE, remove_orphans
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert not pid_alive(dead.pid)
+    client = docker.from_env()
+    try:
+        orphan = client.containers.create(
+            docker_reference_cluster.image.tag, ["sleep", "600"], network_mode="host",
+            labels={LABEL_ROLE: "test", LABEL_OWNER: str(dead.pid), LABEL_HOST: socket.gethostname()})
+        try:
+            orphan.start()
+            removed = remove_orphans()
+            assert orphan.id in [c.id for c in removed]
+            with pytest.raises(docker.errors.NotFound):
+                client.containers.get(orphan.id)
+            # The session's own containers belong to a live process and stay.
+            for container in docker_reference_cluster.containers:
+                client.containers.get(container.get_container_id())
+        finally:
+            try:
+                orphan.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+    finally:
+        client.close()
 
 
 @pytest.mark.slow
@@ -171,23 +259,87 @@ def test_4_9_8_server_jars_are_reported_unavailable(reference_unavailable):
         pytest.fail("4.9.8 resolved: Central now has the server jars, make it the 4.x reference")
 
 
+BENCH_MESSAGES = 2000
+BENCH_QUEUES = 4
+
+
+def _max_offsets(broker_addr: str, topic: str, queues: int) -> list[int]:
+    offsets = []
+    for q in range(queues):
+        reply = request(broker_addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        offsets.append(int((reply.ext_fields or {})["offset"]))
+    return offsets
+
+
+def _committed_offsets(broker_addr: str, group: str, topic: str, queues: int) -> list[int | None]:
+    """The group's offsets as the broker holds them (None: none committed for that queue yet)."""
+    offsets: list[int | None] = []
+    for q in range(queues):
+        reply = request(broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
+                        {"consumerGroup": group, "topic": topic, "queueId": str(q),
+                         "setZeroIfNotFound": "false"})
+        if reply.code == ResponseCode.QUERY_NOT_FOUND:
+            offsets.append(None)
+            continue
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        offsets.append(int((reply.ext_fields or {})["offset"]))
+    return offsets
+
+
+def _start_group_at_zero(broker_addr: str, group: str, topic: str, queues: int) -> None:
+    """Create the group and commit offset 0 on every queue, so the consumer reads from the start.
+
+    Without it a new group's start is the broker's call: offset 0 only if the first message is
+    still in the page cache (checkInMemByConsumeOffset), else the queue's end, so under load the
+    benchmark consumer may skip every message produced before it started.
+    """
+    reply = request(broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                    body=json.dumps({"groupName": group}).encode())
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    for q in range(queues):
+        reply = request(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+                        {"consumerGroup": group, "topic": topic, "queueId": str(q), "commitOffset": "0"})
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+    assert _committed_offsets(broker_addr, group, topic, queues) == [0] * queues
+
+
 @pytest.mark.slow
 def test_official_benchmark_producer_and_consumer(reference_cluster, reference_unavailable):
+    """The official benchmark Producer sends N messages; the official benchmark Consumer consumes
+    all of them: the group's committed offsets (read through our codec) reach the queues' ends,
+    which sum to N. Waits on that condition, not on a time window."""
+    broker = reference_cluster.broker_addr
     topic = f"Bench_{uuid.uuid4().hex[:8]}"
+    group = f"G_{topic}"
     try:
-        produced = run_producer(reference_cluster.namesrv_addr, "-t", topic, "-w", "2", "-s", "128", "-q", "2000")
+        ensure_benchmark_jars()
     except ReferenceUnavailable as exc:
         reference_unavailable(str(exc))
+    create_topic(broker, topic, queues=BENCH_QUEUES, namesrv_addr=reference_cluster.namesrv_addr)
+
+    produced = run_producer(reference_cluster.namesrv_addr, "-t", topic, "-w", "2", "-s", "128",
+                            "-q", str(BENCH_MESSAGES))
     assert produced.returncode == 0 and not produced.timed_out, produced.output[-2000:]
     summary = parse_producer_summary(produced.output)
-    assert (summary.send_total, summary.send_failed, summary.response_failed) == (2000, 0, 0)
+    assert (summary.send_total, summary.send_failed, summary.response_failed) == (BENCH_MESSAGES, 0, 0)
+    ends = _max_offsets(broker, topic, BENCH_QUEUES)
+    assert sum(ends) == BENCH_MESSAGES
 
-    consumed = run_consumer(reference_cluster.namesrv_addr, "-t", topic, "-g", f"G_{topic}", "-w", "2",
-                            "-ri", "1000", duration=25)
-    reports = parse_consumer_reports(consumed.output)
-    assert "Consumer Started." in consumed.output
-    assert sum(r.consume_tps for r in reports) > 0, consumed.output[-2000:]
-    assert all(r.consume_fail == 0 for r in reports)
+    _start_group_at_zero(broker, group, topic, BENCH_QUEUES)
+    with start_consumer(reference_cluster.namesrv_addr, "-t", topic, "-g", group, "-w", "2",
+                        "-ri", "1000") as consumer:
+        def consumed_all() -> bool:
+            assert consumer.alive(), f"benchmark Consumer exited:\n{consumer.output()[-2000:]}"
+            return _committed_offsets(broker, group, topic, BENCH_QUEUES) == ends
+
+        # The consumer commits its offsets every 5 s (persistConsumerOffsetInterval).
+        wait_until(consumed_all, 240, f"group {group} to commit offsets {ends}")
+        # Its first report comes once it has 10 one-second snapshots; the parser must read it.
+        wait_until(consumer.reports, 120, "a Consume TPS report from the benchmark Consumer")
+        output = consumer.output()
+    assert "Consumer Started." in output
+    assert all(r.consume_fail == 0 for r in parse_consumer_reports(output)), output[-2000:]
 
 
 # --------------------------------------------------------------------------- parsers (captured output)

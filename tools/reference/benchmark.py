@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools.reference import jars
-from tools.reference.cluster import run_to_end
+from tools.reference.cluster import JvmProcess, run_to_end, spawn
 from tools.reference.jars import ReferenceUnavailable
 
 BENCHMARK_PRODUCER = "org.apache.rocketmq.example.benchmark.Producer"
@@ -86,6 +88,44 @@ def run_consumer(namesrv_addr: str, *args: str, duration: float = 30.0,
                  example_version: str = EXAMPLE_VERSION) -> BenchmarkRun:
     """Official benchmark Consumer for ``duration`` seconds, then SIGTERM (it never ends by itself)."""
     return _run(BENCHMARK_CONSUMER, namesrv_addr, args, duration, duration, example_version)
+
+
+@dataclass
+class RunningConsumer:
+    """The official benchmark Consumer running in the background (see start_consumer)."""
+
+    args: tuple[str, ...]
+    process: JvmProcess
+
+    def output(self) -> str:
+        return self.process.stdout_text()
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def reports(self) -> list[ConsumerReport]:
+        return parse_consumer_reports(self.output())
+
+
+@contextmanager
+def start_consumer(namesrv_addr: str, *args: str,
+                   example_version: str = EXAMPLE_VERSION) -> Iterator[RunningConsumer]:
+    """Official benchmark Consumer in the background, so that the caller can wait on a condition
+    (e.g. the group's committed offsets) instead of a fixed window; stopped with SIGTERM (its
+    shutdown hook persists offsets), then SIGKILL, when the block ends, however it ends."""
+    argv = ("-n", namesrv_addr, *args)   # always -n: without it the client asks jmenv.tbsite.net over HTTP
+    work = Path(tempfile.mkdtemp(prefix="rmqwire-bench-"))
+    proc: JvmProcess | None = None
+    try:
+        cmd = _command(BENCHMARK_CONSUMER, argv, work, example_version)
+        home = work / "home"
+        home.mkdir()
+        proc = spawn("benchmark-consumer", cmd, home, work, work)
+        yield RunningConsumer(argv, proc)
+    finally:
+        if proc is not None:
+            proc.terminate(timeout=15)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass(frozen=True, slots=True)
