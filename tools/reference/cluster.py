@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import json
 import os
 import random
 import re
@@ -27,7 +28,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmqwire.codec import RequestCode, ResponseCode
+from rmqwire.codec import RemotingCommand, RequestCode, ResponseCode, sign_command
 from tools.reference import jars
 from tools.reference.wire import WireError, get_cluster_info, request
 
@@ -257,9 +258,121 @@ def write_v4_logback(home: Path) -> None:
         (conf / name).write_text(_V4_LOGBACK.format(name=name, log=log))
 
 
-def _runtime_info_ok(broker_addr: str) -> bool:
+# --------------------------------------------------------------------------- ACL 1.0 (4.x plain ACL)
+
+# 4.x PlainPermissionManager refuses keys of 6 characters or fewer (AclConstants *_MIN_LENGTH).
+_ACL_KEY_MIN_LENGTH = 7
+_ACL_PERMS = frozenset({"DENY", "PUB", "SUB", "PUB|SUB", "SUB|PUB"})
+
+
+@dataclass(frozen=True, slots=True)
+class AclAccount:
+    """One ``accounts`` entry of a 4.x ``plain_acl.yml``.
+
+    ``topic_perms`` / ``group_perms`` are ``name=PERM`` strings (PERM: DENY, PUB, SUB, PUB|SUB).
+    ``white_remote_address`` None means none: every request of this account is signature-checked.
+    """
+
+    access_key: str
+    secret_key: str = field(repr=False)
+    admin: bool = False
+    default_topic_perm: str = "DENY"
+    default_group_perm: str = "SUB"
+    topic_perms: tuple[str, ...] = ()
+    group_perms: tuple[str, ...] = ()
+    white_remote_address: str | None = None
+
+    def __post_init__(self) -> None:
+        for what, key in (("access_key", self.access_key), ("secret_key", self.secret_key)):
+            if len(key) < _ACL_KEY_MIN_LENGTH:
+                raise ValueError(f"{what} must have at least {_ACL_KEY_MIN_LENGTH} characters "
+                                 "(a 4.x broker drops shorter keys)")
+        perms = [self.default_topic_perm, self.default_group_perm,
+                 *(p.partition("=")[2] for p in self.topic_perms + self.group_perms)]
+        bad = [p for p in perms if p not in _ACL_PERMS]
+        if bad:
+            raise ValueError(f"unknown ACL permission(s) {bad}; use one of {sorted(_ACL_PERMS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class PlainAcl:
+    """The content of ``ROCKETMQ_HOME/conf/plain_acl.yml`` for a 4.x broker started with ``aclEnable``.
+
+    A request from an address matching ``global_white_remote_addresses`` skips every check, so to
+    exercise signatures keep 127.0.0.1 out of it. The readiness probe signs with ``probe_account``.
+    """
+
+    accounts: tuple[AclAccount, ...]
+    global_white_remote_addresses: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.accounts:
+            raise ValueError("plain ACL needs at least one account (the readiness probe signs with it)")
+
+    @property
+    def probe_account(self) -> AclAccount:
+        """The account the launcher's own requests sign with: the first admin, else the first."""
+        return next((a for a in self.accounts if a.admin), self.accounts[0])
+
+    def to_yaml(self) -> str:
+        # Every scalar is written double-quoted (JSON string syntax is valid YAML), so that e.g. a
+        # numeric secret stays a string and '*' or '|' need no thought.
+        q = json.dumps
+        lines = ["# rmqwire test harness: plain ACL of a 4.x broker (aclEnable=true)",
+                 "globalWhiteRemoteAddresses:" + ("" if self.global_white_remote_addresses else " []")]
+        lines += [f"  - {q(a)}" for a in self.global_white_remote_addresses]
+        lines.append("accounts:")
+        for acc in self.accounts:
+            lines += [f"  - accessKey: {q(acc.access_key)}",
+                      f"    secretKey: {q(acc.secret_key)}",
+                      f"    whiteRemoteAddress: {q(acc.white_remote_address or '')}",
+                      f"    admin: {'true' if acc.admin else 'false'}",
+                      f"    defaultTopicPerm: {q(acc.default_topic_perm)}",
+                      f"    defaultGroupPerm: {q(acc.default_group_perm)}"]
+            for key, perms in (("topicPerms", acc.topic_perms), ("groupPerms", acc.group_perms)):
+                lines.append(f"    {key}:" + ("" if perms else " []"))
+                lines += [f"      - {q(p)}" for p in perms]
+        return "\n".join(lines) + "\n"
+
+
+def write_plain_acl(home: Path, acl: PlainAcl) -> None:
+    """conf/plain_acl.yml where 4.x PlainPermissionManager reads it (ROCKETMQ_HOME/conf)."""
+    conf = home / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "plain_acl.yml").write_text(acl.to_yaml())
+
+
+# --------------------------------------------------------------------------- ACL 2.0 (5.x authentication)
+
+@dataclass(frozen=True, slots=True)
+class Authentication:
+    """5.x ACL 2.0 authentication (``authenticationEnabled``) with the broker's local user store.
+
+    ``username`` / ``password`` become the initial SUPER user (``initAuthenticationUser``); a
+    request signs with them as AccessKey / SecretKey, and so does the readiness probe.
+    Authorization stays off, so that user may do everything.
+    """
+
+    username: str
+    password: str = field(repr=False)
+
+    def broker_conf(self) -> dict[str, str]:
+        provider = "org.apache.rocketmq.auth.authentication.provider."
+        return {
+            "authenticationEnabled": "true",
+            "authenticationProvider": provider + "DefaultAuthenticationProvider",
+            "authenticationMetadataProvider": provider + "LocalAuthenticationMetadataProvider",
+            "initAuthenticationUser": json.dumps({"username": self.username, "password": self.password}),
+        }
+
+
+def _runtime_info_ok(broker_addr: str, credentials: tuple[str, str] | None = None) -> bool:
+    ext: dict[str, str] | None = None
+    if credentials is not None:
+        signed = sign_command(RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), *credentials)
+        ext = dict(signed.ext_fields or {})
     try:
-        reply = request(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout=3)
+        reply = request(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, ext, timeout=3)
     except (OSError, WireError):
         return False
     return reply.code == ResponseCode.SUCCESS
@@ -315,6 +428,10 @@ class ReferenceCluster:
     broker_name: str = "broker-a"
     broker_conf: dict[str, str] = field(default_factory=dict)   # extra/overriding broker.conf keys
     start_timeout: float = START_TIMEOUT
+    # 4.x only: every broker starts with aclEnable=true and this conf/plain_acl.yml.
+    plain_acl: PlainAcl | None = None
+    # 5.x only: every broker starts with ACL 2.0 authentication on.
+    authentication: Authentication | None = None
 
     namesrv_addr: str = field(init=False, default="")
     timings: dict[str, float] = field(init=False, default_factory=dict)
@@ -361,6 +478,10 @@ class ReferenceCluster:
         self.stop()
 
     def start(self) -> ReferenceCluster:
+        if self.plain_acl is not None and not jars.is_v4(self.version):
+            raise ValueError(f"plain_acl is the 4.x ACL (aclEnable); RocketMQ {self.version} is not 4.x")
+        if self.authentication is not None and jars.is_v4(self.version):
+            raise ValueError(f"authentication is ACL 2.0 (5.3+); RocketMQ {self.version} is 4.x")
         jars.ensure_jars(self.version)   # ReferenceUnavailable before anything is created
         jars.java_bin()
         _live.add(self)
@@ -383,6 +504,8 @@ class ReferenceCluster:
         (self._root / "home").mkdir()
         if jars.is_v4(self.version):
             write_v4_logback(self._root / "home")
+        if self.plain_acl is not None:
+            write_plain_acl(self._root / "home", self.plain_acl)
         # The broker refuses every send above ~90% disk use; a nearly full disk gets a tmpfs store.
         usage = shutil.disk_usage(self._root)
         if usage.used / usage.total > 0.85 and Path("/dev/shm").is_dir():
@@ -461,6 +584,8 @@ class ReferenceCluster:
             "autoCreateSubscriptionGroup": "true",
             "registerNameServerPeriod": "10000",
             "diskMaxUsedSpaceRatio": "95",
+            **({"aclEnable": "true"} if self.plain_acl is not None else {}),
+            **(self.authentication.broker_conf() if self.authentication is not None else {}),
             **extra,
         }))
         cmd = jvm_command(self.version, BROKER_MAIN, BROKER_HEAP, self.home, user_home,
@@ -475,7 +600,8 @@ class ReferenceCluster:
                       f"registration of {name} at {addr} in GET_BROKER_CLUSTER_INFO", interval=0.2)
             # Right after boot a 4.9.x broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR
             # (its TPS sampler has no snapshot yet), which breaks mqadmin clusterList/brokerStatus.
-            _wait_for(lambda: _runtime_info_ok(addr), self.start_timeout, proc,
+            probe = self._probe_credentials()
+            _wait_for(lambda: _runtime_info_ok(addr, probe), self.start_timeout, proc,
                       f"a successful GET_BROKER_RUNTIME_INFO from {name}", interval=0.2)
         except BaseException:
             proc.terminate(timeout=5)
@@ -484,6 +610,16 @@ class ReferenceCluster:
             self._brokers.append(_Broker(info, proc))
         self.timings[f"broker_start_s:{name}"] = time.monotonic() - t0
         return info
+
+    def _probe_credentials(self) -> tuple[str, str] | None:
+        """(access key, secret key) the launcher signs its broker requests with when ACL is on
+        (an unsigned request is refused)."""
+        if self.plain_acl is not None:
+            probe = self.plain_acl.probe_account
+            return probe.access_key, probe.secret_key
+        if self.authentication is not None:
+            return self.authentication.username, self.authentication.password
+        return None
 
     def _registered(self, name: str, addr: str) -> bool:
         try:
