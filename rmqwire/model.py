@@ -28,7 +28,8 @@ def java_string_compare(a: str, b: str) -> int:
     """``String.compareTo``: Java compares UTF-16 code units, Python compares code points.
 
     The two orders differ only when a supplementary character (> U+FFFF) meets a BMP character
-    >= U+E000, so the UTF-16 encoding is only computed for non-ASCII strings.
+    >= U+E000, so the UTF-16 encoding is only computed for non-ASCII strings. Same order as
+    ``rmqwire.codec.java.java_string_sort_key``, which this module, below codec, cannot import.
     """
     if a == b:
         return 0

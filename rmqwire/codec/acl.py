@@ -15,6 +15,7 @@ import hmac
 from collections.abc import Iterable, Mapping
 
 from rmqwire.codec.frame import RemotingCommand
+from rmqwire.codec.java import java_string_sort_key
 from rmqwire.errors import CodecError
 
 ACCESS_KEY = "AccessKey"
@@ -34,11 +35,6 @@ SIGNING_ALGORITHMS = {
 _V4_9_3 = 399
 
 
-def _java_order(key: str) -> bytes:
-    # Java compares UTF-16 code units; big-endian UTF-16 bytes sort the same way.
-    return key.encode("utf-16-be", "surrogatepass")
-
-
 def signature_content(
     ext_fields: Mapping[str, str] | None, body: bytes | None, *, exclude: Iterable[str] = ()
 ) -> bytes:
@@ -47,7 +43,7 @@ def signature_content(
     skip = {SIGNATURE, *exclude}
     fields = ext_fields or {}
     try:
-        keys = sorted((k for k in fields if k not in skip), key=_java_order)
+        keys = sorted((k for k in fields if k not in skip), key=java_string_sort_key)
         values = "".join(fields[k] for k in keys)
         return values.encode("utf-8") + (body or b"")
     except (TypeError, UnicodeEncodeError) as e:

@@ -17,6 +17,13 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from rmqwire.codec.java import (
+    FASTJSON_BROWSER_ESCAPES,
+    FASTJSON_BROWSER_NEEDS_ESCAPE,
+    fastjson_quote,
+    java_double_str,
+    java_string_sort_key,
+)
 from rmqwire.errors import CodecError
 from rmqwire.model import MessageQueue
 
@@ -401,50 +408,11 @@ class _Scanner:
 
 # ---- writing ---------------------------------------------------------------------------------
 
-# fastjson's default escaping: control characters (short forms where they exist, else \u00XX with
-# uppercase hex), DEL, U+2028/U+2029, quote and backslash. Other non-ASCII is written raw.
-_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
-_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
-_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 0x7F: "\\u007F"})
-_ESCAPES.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
-_NEEDS_ESCAPE = re.compile('[\\x00-\\x1f"\\\\\\x7f\u2028\u2029]')
-
-
-def _quote(s: str) -> str:
-    if _NEEDS_ESCAPE.search(s) is None:
-        return f'"{s}"'
-    return '"' + s.translate(_ESCAPES) + '"'
-
-
 def java_double(x: float) -> str:
-    """A double as fastjson writes it: ``0.0``, ``1.5``, ``1.0E7``, ``1.0E-4``; NaN/Inf -> null.
-
-    Digits are Python's shortest round-trip repr; Java picks the layout (plain decimal for
-    1e-3 <= |x| < 1e7, otherwise ``d.dddE<exp>``). JDK 17's Double.toString may print an extra
-    digit for rare values (e.g. 4.9E-324 vs 5.0E-324); both parse to the same double.
-    """
+    """A double as fastjson writes it: Java's ``Double.toString``, but NaN and infinities as null."""
     if math.isnan(x) or math.isinf(x):
         return "null"
-    a = abs(x)
-    if a == 0.0 or 1e-3 <= a < 1e7:
-        return repr(x)  # Python's layout equals Java's in this range
-    r = repr(a)
-    if "e" in r:
-        mant, _, exp_s = r.partition("e")
-        exp = int(exp_s)
-        digits = mant.replace(".", "")
-    else:  # Python prints 1e7 <= a < 1e16 and 1e-4 <= a < 1e-3 plainly
-        int_part, _, frac = r.partition(".")
-        if int_part != "0":
-            exp = len(int_part) - 1
-            digits = int_part + frac
-        else:
-            sig = frac.lstrip("0")
-            exp = -(len(frac) - len(sig) + 1)
-            digits = sig
-    digits = digits.rstrip("0") or "0"
-    out = f"{digits[0]}.{digits[1:] or '0'}E{exp}"
-    return "-" + out if x < 0 else out
+    return java_double_str(x)
 
 
 def dumps(obj: Any, *, standard: bool = True) -> str:
@@ -473,10 +441,6 @@ def _mq_tree(mq: MessageQueue) -> dict[str, Any]:
 
 # BrowserCompatible: '/' and every non-ASCII UTF-16 unit escaped, hex in uppercase. The stdlib
 # encoder (C) does the non-ASCII work; only hex case, '/' and DEL are fixed up afterwards.
-_STD_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\/\x7f]')
-_STD_ESCAPES = dict(_ESCAPES)
-_STD_ESCAPES[ord("/")] = "\\/"
-del _STD_ESCAPES[0x2028], _STD_ESCAPES[0x2029]
 _JSON_ESCAPE_SEQ = re.compile(r"\\u[0-9a-f]{4}|\\\\")
 
 
@@ -487,9 +451,9 @@ def _upper_hex(m: re.Match[str]) -> str:
 
 def _quote_std(s: str) -> str:
     if s.isascii():
-        if _STD_NEEDS_ESCAPE.search(s) is None:
+        if FASTJSON_BROWSER_NEEDS_ESCAPE.search(s) is None:
             return f'"{s}"'
-        return '"' + s.translate(_STD_ESCAPES) + '"'
+        return '"' + s.translate(FASTJSON_BROWSER_ESCAPES) + '"'
     t = json.dumps(s)  # ensure_ascii: \\uXXXX (lowercase), surrogate pairs for astral characters
     t = _JSON_ESCAPE_SEQ.sub(_upper_hex, t)
     return t.replace("/", "\\/").replace("\x7f", "\\u007F")
@@ -500,8 +464,7 @@ _SAFE_INT = (1 << 53) - 1
 
 
 def _sort_key(k: Any) -> Any:
-    # String.compareTo is UTF-16 code unit order, i.e. the order of the UTF-16BE bytes.
-    return k.encode("utf-16-be", "surrogatepass") if isinstance(k, str) else k
+    return java_string_sort_key(k) if isinstance(k, str) else k
 
 
 def _sorted_items(o: Mapping[Any, Any]) -> Any:
@@ -520,7 +483,7 @@ def _write(o: Any, out: list[str], standard: bool, depth: int) -> None:
     if o is None:
         out.append("null")
     elif isinstance(o, str):
-        out.append(_quote_std(o) if standard else _quote(o))
+        out.append(_quote_std(o) if standard else fastjson_quote(o))
     elif o is True:
         out.append("true")
     elif o is False:
@@ -553,7 +516,7 @@ def _write(o: Any, out: list[str], standard: bool, depth: int) -> None:
             _write(v, out, standard, depth + 1)
         out.append("]")
     elif isinstance(o, enum.Enum):
-        out.append(_quote(o.name))
+        out.append(fastjson_quote(o.name))
     elif isinstance(o, MessageQueue):
         _write(_mq_tree(o), out, standard, depth)
     else:
@@ -565,12 +528,12 @@ def _write(o: Any, out: list[str], standard: bool, depth: int) -> None:
 
 def _write_key(k: Any, out: list[str], standard: bool, depth: int) -> None:
     if isinstance(k, str):
-        out.append(_quote_std(k) if standard else _quote(k))
+        out.append(_quote_std(k) if standard else fastjson_quote(k))
         return
     if isinstance(k, MessageQueue):
         k = _mq_tree(k)
     if isinstance(k, enum.Enum):
-        out.append(_quote(k.name))
+        out.append(fastjson_quote(k.name))
         return
     if isinstance(k, (int, float)) or k is None:  # int covers bool
         text = "null" if k is None else ("true" if k is True else "false" if k is False else None)

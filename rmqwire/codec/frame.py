@@ -25,6 +25,7 @@ from rmqwire.codec.codes import (
     LanguageCode,
     SerializeType,
 )
+from rmqwire.codec.java import FASTJSON_ESCAPES, fastjson_quote
 from rmqwire.errors import (
     CodecError,
     FrameTooLargeError,
@@ -38,21 +39,48 @@ DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
 
 # ---- Construct schemas (schema of record) -------------------------------------------------------
 
-#: ``{keyLen:int16, key, valLen:int32, val}``; a zero length means null on decode.
+class NullIfEmpty(cs.Adapter):  # type: ignore[misc]
+    """Java's null on the wire: a zero-length value decodes as None, None encodes as ``empty``.
+
+    RocketMQSerializable reads a string of length 0 as null, and writes null (and "") as length 0.
+    """
+
+    def __init__(self, subcon: cs.Construct, empty: Any = "") -> None:
+        super().__init__(subcon)
+        self.empty = empty
+
+    def _decode(self, obj: Any, context: Any, path: str) -> Any:
+        return None if len(obj) == 0 else obj
+
+    def _encode(self, obj: Any, context: Any, path: str) -> Any:
+        return self.empty if obj is None else obj
+
+
+#: ``{keyLen:int16, key, valLen:int32, val}``; a zero length is null. An entry with a null key or
+#: value carries nothing a header reads (Java's map holds it, ``extFields.get`` sees null), so it
+#: is dropped from ``RemotingCommand.ext_fields``.
 EXT_FIELD_ENTRY = cs.Struct(
-    "key" / cs.PascalString(cs.Int16sb, "utf8"),
-    "value" / cs.PascalString(cs.Int32sb, "utf8"),
+    "key" / NullIfEmpty(cs.PascalString(cs.Int16sb, "utf8")),
+    "value" / NullIfEmpty(cs.PascalString(cs.Int32sb, "utf8")),
 )
 
-#: The ROCKETMQ binary header (RocketMQSerializable): 21 fixed bytes + remark + ext entries.
+#: The ROCKETMQ binary header (RocketMQSerializable): 21 fixed bytes + remark + ext entries. A
+#: zero-length remark is null, and so is a zero-length extFields area (Java makes no map); the
+#: entries must fill their area exactly. Bytes after the area are ignored, as Java does.
 ROCKETMQ_HEADER = cs.Struct(
     "code" / cs.Int16sb,
     "language" / cs.Int8ub,
     "version" / cs.Int16sb,
     "opaque" / cs.Int32sb,
     "flag" / cs.Int32sb,
-    "remark" / cs.PascalString(cs.Int32sb, "utf8"),
-    "ext_fields" / cs.Prefixed(cs.Int32sb, cs.GreedyRange(EXT_FIELD_ENTRY)),
+    "remark" / NullIfEmpty(cs.PascalString(cs.Int32sb, "utf8")),
+    "ext_fields" / NullIfEmpty(
+        cs.Prefixed(
+            cs.Int32sb,
+            cs.FocusedSeq("entries", "entries" / cs.GreedyRange(EXT_FIELD_ENTRY), cs.Terminated),
+        ),
+        empty=[],
+    ),
 )
 
 #: The header word: serialize type byte + 24-bit header length.
@@ -77,7 +105,7 @@ FRAME = cs.Struct(
 
 
 class HasExtFields(Protocol):
-    """A typed custom header (rmqwire.codec.headers) that flattens itself into extFields."""
+    """A typed custom header (rmqwire.codec.header) that flattens itself into extFields."""
 
     def to_ext_fields(self) -> dict[str, str]: ...
 
@@ -86,13 +114,14 @@ class HasExtFields(Protocol):
 class RemotingCommand:
     """One RocketMQ remoting frame, request or response.
 
-    ``language`` is None when a JSON header named a language Java does not know (Java reads it as
+    ``language`` is PYTHON unless given, on every constructor (a server that poses as Java passes
+    JAVA); it is None when a JSON header named a language Java does not know (Java reads it as
     null). ``body`` is None for an absent or empty body (the wire cannot tell them apart).
     ``serialize_type`` records the header type the frame arrived in; it does not affect equality.
     """
 
     code: int
-    language: LanguageCode | None = LanguageCode.JAVA
+    language: LanguageCode | None = LanguageCode.PYTHON
     version: int = DEFAULT_VERSION
     opaque: int = 0
     flag: int = 0
@@ -145,7 +174,7 @@ class RemotingCommand:
         header: HasExtFields | Mapping[str, str] | None = None,
         body: bytes | None = None,
         *,
-        language: LanguageCode = LanguageCode.JAVA,
+        language: LanguageCode = LanguageCode.PYTHON,
         version: int = DEFAULT_VERSION,
     ) -> RemotingCommand:
         """The response to this request: same opaque, RESPONSE flag set."""
@@ -186,21 +215,6 @@ def _ext_fields_of(header: HasExtFields | Mapping[str, str] | None) -> dict[str,
 
 # ---- JSON header ----------------------------------------------------------------------------------
 
-# fastjson escapes control characters, DEL and the JS line separators U+2028/U+2029; \b \t \n \f \r
-# get their short forms, the rest \uXXXX with uppercase hex. Other non-ASCII is written raw and "/"
-# is not escaped (golden vectors from the Java classes pin this).
-_JSON_ESCAPES = {i: f"\\u{i:04X}" for i in (*range(0x20), 0x7F, 0x2028, 0x2029)}
-_JSON_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
-_JSON_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
-_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\x7f\u2028\u2029]')
-
-
-def _json_str(s: str) -> str:
-    if _NEEDS_ESCAPE.search(s) is None:
-        return f'"{s}"'
-    return '"' + s.translate(_JSON_ESCAPES) + '"'
-
-
 _JSON_ENCODE = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
 # The C encoder writes \u00XX with lowercase hex; fastjson uses uppercase. An escaped backslash is
 # matched first so that a literal backslash followed by "u001b" is left alone.
@@ -208,8 +222,9 @@ _LOWER_HEX_ESCAPE = re.compile(r"\\\\|\\u00[01][0-9a-f]")
 
 
 _LOWER_HEX_ANY = re.compile(r"\\u00[01][a-f]")  # cheap pre-check; may over-match, never under
-# Characters the C encoder leaves raw but fastjson escapes.
-_RAW_SPECIAL_ESCAPES = {0x7F: "\\u007F", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+# Characters the C encoder leaves raw (it escapes only controls, quote and backslash) but fastjson
+# escapes: DEL, U+2028, U+2029.
+_RAW_SPECIAL_ESCAPES = {c: e for c, e in FASTJSON_ESCAPES.items() if c > 0x7E}
 
 
 def _upper_escape(m: re.Match[str]) -> str:
@@ -218,7 +233,8 @@ def _upper_escape(m: re.Match[str]) -> str:
 
 
 def _json_object(d: Mapping[str, str]) -> str:
-    """A str->str map as fastjson writes it (insertion order, fastjson escapes)."""
+    """A str->str map as fastjson writes it (insertion order, fastjson escapes): the C encoder's
+    output with fix-ups, equal to ``fastjson_quote`` on every key and value but much faster."""
     out = _JSON_ENCODE(d)
     if "\\u00" in out and _LOWER_HEX_ANY.search(out) is not None:
         out = _LOWER_HEX_ESCAPE.sub(_upper_escape, out)
@@ -240,7 +256,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         parts.append(f',"language":"{cmd.language.name}"')
     parts.append(f',"opaque":{cmd.opaque}')
     if cmd.remark is not None:
-        parts.append(f',"remark":{_json_str(cmd.remark)}')
+        parts.append(f',"remark":{fastjson_quote(cmd.remark)}')
     parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{cmd.version}}}')
     return "".join(parts).encode("utf-8")
 
@@ -413,7 +429,8 @@ _LANGUAGE_BY_CODE = {int(lc): lc for lc in LanguageCode}
 
 
 def decode_rocketmq_header(data: bytes | memoryview, body: bytes | None = None) -> RemotingCommand:
-    """Read a ROCKETMQ header. Zero-length remark, keys and values decode as null (Java does)."""
+    """Read a ROCKETMQ header. Zero-length remark, keys and values decode as null (Java does);
+    entries with a null key or value are left out (see ``EXT_FIELD_ENTRY``)."""
     if type(data) is not bytes:
         data = bytes(data)  # slicing bytes is much cheaper than slicing a memoryview
     n = len(data)
@@ -462,6 +479,8 @@ def decode_rocketmq_header(data: bytes | memoryview, body: bytes | None = None) 
                     value = data[pos : pos + vlen].decode()
                     if key is not None:
                         ext[key] = value
+                elif key is not None:
+                    ext.pop(key, None)  # Java's put(key, null) hides an earlier value of the key
                 pos += vlen
         except UnicodeDecodeError as e:
             raise HeaderDecodeError(f"invalid UTF-8: {e.reason}", offset=spos + e.start) from None

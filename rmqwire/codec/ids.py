@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from rmqwire.codec import java
 from rmqwire.errors import CodecError
 
 Host = tuple[str, int]
@@ -114,10 +115,6 @@ def _previous_month_start_ms(month_start_ms: int) -> int:
     return int(prev.timestamp()) * 1000
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class UniqueIdGenerator:
     """Makes UNIQ_KEY values like Java's ``MessageClientIDSetter.createUniqID``; thread-safe.
 
@@ -133,7 +130,7 @@ class UniqueIdGenerator:
         pid: int | None = None,
         hash_code: int | None = None,
         *,
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = java.now_ms,
         counter_start: int = 0,
     ) -> None:
         self._clock = clock
@@ -175,7 +172,7 @@ class UniqueIdInfo:
     counter: int
 
     def nearly_time_ms(self, now_ms: int | None = None) -> int:
-        return _nearly_time(self.span_ms, _now_ms() if now_ms is None else now_ms)
+        return _nearly_time(self.span_ms, java.now_ms() if now_ms is None else now_ms)
 
 
 def parse_unique_id(uniq_id: str) -> UniqueIdInfo:

@@ -25,6 +25,7 @@ import lz4.frame
 import zstandard
 
 from rmqwire.codec.ids import create_offset_msg_id
+from rmqwire.codec.java import java_string_hash
 from rmqwire.errors import CodecError, MessageDecodeError
 
 # ---- constants ------------------------------------------------------------------------------------
@@ -324,15 +325,6 @@ def body_crc32(body: bytes | None) -> int:
     if not body:
         return 0
     return zlib.crc32(body) & 0x7FFFFFFF
-
-
-def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode()``: ``31*h + c`` over UTF-16 code units, int32 overflow."""
-    units = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (cu,) in struct.iter_unpack(">H", units):
-        h = (31 * h + cu) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def tags_hash(tags: str | None) -> int:

@@ -19,6 +19,7 @@ from rmqwire.codec.acl import (
 )
 from rmqwire.codec.codes import RequestCode
 from rmqwire.codec.frame import RemotingCommand, decode_frame, encode_frame
+from rmqwire.codec.java import java_string_sort_key
 from rmqwire.errors import CodecError
 
 SPEC_EXT = {"AccessKey": "rocketmq2", "bname": "broker-a", "queueId": "0", "topic": "TopicTest"}
@@ -128,5 +129,5 @@ def test_sign_then_verify(ext, body, secret):
     assert verify_command(signed, secret, strip_unique_key_query=False)
     # content excludes only Signature: keys sorted by UTF-16 code units
     ext = signed.ext_fields
-    keys = sorted((k for k in ext if k != "Signature"), key=lambda k: k.encode("utf-16-be"))
+    keys = sorted((k for k in ext if k != "Signature"), key=java_string_sort_key)
     assert signature_content(ext, body) == "".join(ext[k] for k in keys).encode() + body

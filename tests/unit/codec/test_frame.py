@@ -86,7 +86,10 @@ def test_request_and_response_constructors():
     assert req.is_oneway and not req.is_response and req.language is LanguageCode.PYTHON
     resp = req.response_to(ResponseCode.SYSTEM_ERROR, "boom")
     assert resp.opaque == 9 and resp.is_response and resp.remark == "boom"
-    assert resp.language is LanguageCode.JAVA
+    # One default language on every constructor; a server posing as Java says so.
+    assert resp.language is LanguageCode.PYTHON
+    assert RemotingCommand(code=0).language is LanguageCode.PYTHON
+    assert req.response_to(0, language=LanguageCode.JAVA).language is LanguageCode.JAVA
 
 
 def test_json_escaping_matches_fastjson():
