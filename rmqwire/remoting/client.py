@@ -148,7 +148,7 @@ class RemotingClient(Service):
                 if self.config.tls is not None:
                     from twisted.protocols.tls import TLSMemoryBIOFactory
 
-                    factory = TLSMemoryBIOFactory(self.config.tls, True, factory)
+                    factory = TLSMemoryBIOFactory(self.config.tls, True, factory, self.reactor)
                 pending.connector = self.reactor.connectTCP(
                     host, port, factory, timeout=self.config.connect_timeout
                 )

@@ -93,7 +93,7 @@ class RemotingServer(Service):
         if self.config.tls is not None:
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
-            factory = TLSMemoryBIOFactory(self.config.tls, False, factory)
+            factory = TLSMemoryBIOFactory(self.config.tls, False, factory, self.reactor)
         self._listening = self.reactor.listenTCP(
             self.requested_port, factory, interface=self.interface
         )
