@@ -13,6 +13,26 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_configure(config):
+    # crochet 2.1 calls threading.Event.isSet() in its reactor thread; not ours to fix
+    config.addinivalue_line(
+        "filterwarnings", r"ignore:isSet\(\) is deprecated:DeprecationWarning:crochet"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    # A trial TestCase spins the global reactor in the main thread and fails on a reactor that
+    # crochet already runs in its own thread for the rest of the process (the blocking facade's
+    # tests and the loopback tests start it). Run those first, whatever order was asked for.
+    from twisted.trial.unittest import TestCase as ReactorTestCase
+
+    def spins_reactor(item) -> bool:
+        cls = getattr(item, "cls", None)
+        return isinstance(cls, type) and issubclass(cls, ReactorTestCase)
+
+    items.sort(key=lambda item: not spins_reactor(item))  # stable: otherwise unchanged
+
+
 # Property tests run on a shared 2-core machine beside JVMs: wall-clock deadlines only add flakes.
 from hypothesis import settings  # noqa: E402
 

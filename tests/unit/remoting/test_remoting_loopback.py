@@ -1,83 +1,145 @@
-"""Client and server over real loopback sockets.
+"""Client and server over real loopback sockets, on the global reactor.
 
-A ``twisted.trial.unittest.TestCase`` run by pytest: trial spins the global reactor (tests may
-use it; library code never resolves it) and fails the test if sockets or delayed calls are left
-behind (DirtyReactorAggregateError), which is the cleanup check we want.
+Each scenario runs in the reactor thread through the blocking facade (crochet), the same way
+whether this test starts the reactor thread or another test (the facade's own tests) already
+did: one pytest process holds them all. Each builds and starts a server and a client, stops both
+(the Service lifecycle), then checks what trial's janitor would: no socket or delayed call of
+its own is left in the reactor.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from twisted.internet import defer
+import pytest
+from twisted.internet import defer, task
 from twisted.internet.defer import Deferred
-from twisted.trial import unittest
+from twisted.internet.protocol import ServerFactory
 
+from rmqwire.client.blocking import call
 from rmqwire.codec import RemotingCommand, RequestCode, SerializeType
 from rmqwire.errors import ConnectionLostError, RemotingConnectError
-from rmqwire.remoting import Dispatcher, RemotingClient, RemotingServer, RequestContext
+from rmqwire.remoting import (
+    Dispatcher,
+    RemotingClient,
+    RemotingConfig,
+    RemotingServer,
+    RequestContext,
+)
 
 BIG = bytes(range(256)) * 4096  # 1 MiB: many TCP segments in both directions
+SCENARIO_TIMEOUT = 60.0  # a bound, not a pace: the shared 2-core machine is noisy
 
 
 def echo(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
     return cmd.response_to(0, remark="echo", body=cmd.body)
 
 
-class LoopbackTests(unittest.TestCase):
-    timeout = 20
+@dataclasses.dataclass
+class Loopback:
+    reactor: Any
+    server: RemotingServer
+    client: RemotingClient
+    addr: str
 
-    def setUp(self) -> None:
-        from twisted.internet import reactor  # the real reactor: this module's whole point
 
-        if reactor.running:
-            # e.g. crochet started it in a thread earlier in this session; trial must drive it
-            raise unittest.SkipTest("global reactor already running in another thread (crochet)")
-        self.reactor: Any = reactor
-        self.server = RemotingServer(Dispatcher({105: echo}), response_serialize_type=SerializeType.JSON)
-        port = self.server.listen(self.reactor, 0)
-        self.addr = f"127.0.0.1:{port.getHost().port}"
-        self.client = RemotingClient(self.reactor, serialize_type=SerializeType.ROCKETMQ)
-        # LIFO: the client closes first, then the server waits for its side to go
-        self.addCleanup(self.server.close)
-        self.addCleanup(self.client.close)
+Scenario = Callable[[Loopback], Awaitable[None]]
 
-    @defer.inlineCallbacks
-    def test_round_trip_large_bodies_and_callback(self) -> Any:
+
+def _reactor_state(reactor: Any) -> tuple[set[Any], set[Any]]:
+    """Selectables, and the functions of pending delayed calls (a LoopingCall, such as crochet's
+    process reaper, keeps one function while its DelayedCall changes at each run)."""
+    selectables = set(reactor.getReaders()) | set(reactor.getWriters())
+    return selectables, {id(c.func) for c in reactor.getDelayedCalls() if c.active()}
+
+
+async def _in_reactor(scenario: Scenario) -> None:
+    from twisted.internet import reactor  # the real reactor: this module's whole point
+
+    selectables_before, calls_before = _reactor_state(reactor)
+    server = RemotingServer(
+        reactor,
+        RemotingConfig(response_serialize_type=SerializeType.JSON),
+        dispatcher=Dispatcher({105: echo}),
+    )
+    server.startService()
+    client = RemotingClient(reactor, RemotingConfig(serialize_type=SerializeType.ROCKETMQ))
+    client.startService()
+    try:
+        await scenario(Loopback(reactor, server, client, server.address))
+    finally:
+        # the client stops first, then the server waits for its side to go
+        await client.stopService()
+        await server.stopService()
+    await task.deferLater(reactor, 0, lambda: None)  # one turn: let what stopping ran settle
+    selectables, calls = _reactor_state(reactor)
+    new = calls - calls_before
+    left = [c for c in reactor.getDelayedCalls() if c.active() and id(c.func) in new]
+    assert (selectables - selectables_before, left) == (set(), []), "dirty reactor"
+
+
+def run_loopback(scenario: Scenario) -> None:
+    call(_in_reactor, scenario, timeout=SCENARIO_TIMEOUT)
+
+
+def test_round_trip_large_bodies_and_callback() -> None:
+    async def scenario(lb: Loopback) -> None:
         cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}, BIG)
-        results = yield defer.gatherResults([self.client.invoke(self.addr, cmd, 10.0) for _ in range(3)])
+        calls = [lb.client.invoke(lb.addr, cmd, 10.0) for _ in range(3)]
+        results = await defer.gatherResults(calls)
         for resp in results:
-            self.assertEqual((resp.code, resp.remark, resp.body), (0, "echo", BIG))
-            self.assertEqual(resp.serialize_type, SerializeType.JSON)  # 5.x mode: server's own type
+            assert (resp.code, resp.remark, resp.body) == (0, "echo", BIG)
+            assert resp.serialize_type == SerializeType.JSON  # 5.x mode: server's own type
         # the server calls the client back over the client's own connection
-        self.client.register_processor(307, lambda c, x: c.response_to(0, remark="running"))
-        (to_client,) = self.server.connections
-        resp = yield to_client.invoke(RemotingCommand.request(307), 10.0)
-        self.assertEqual(resp.remark, "running")
+        lb.client.register_processor(307, lambda c, x: c.response_to(0, remark="running"))
+        (to_client,) = lb.server.channels
+        resp = await to_client.invoke(RemotingCommand.request(307), 10.0)
+        assert resp.remark == "running"
 
-    @defer.inlineCallbacks
-    def test_unknown_code_and_server_drop(self) -> Any:
-        resp = yield self.client.invoke(self.addr, RemotingCommand.request(4242), 10.0)
-        self.assertEqual((resp.code, resp.remark), (3, " request type 4242 not supported"))
+    run_loopback(scenario)
+
+
+def test_unknown_code_and_server_drop() -> None:
+    async def scenario(lb: Loopback) -> None:
+        resp = await lb.client.invoke(lb.addr, RemotingCommand.request(4242), 10.0)
+        assert (resp.code, resp.remark) == (3, " request type 4242 not supported")
         hang: Deferred[RemotingCommand] = Deferred()
-        self.server.dispatcher.register(106, lambda c, x: hang)
-        pending = self.client.invoke(self.addr, RemotingCommand.request(106), 10.0)
-        yield self.client.invoke(self.addr, RemotingCommand.request(4242), 10.0)  # 106 has arrived
-        (server_side,) = self.server.connections
+        lb.server.dispatcher.register(106, lambda c, x: hang)
+        pending = lb.client.invoke(lb.addr, RemotingCommand.request(106), 10.0)
+        await lb.client.invoke(lb.addr, RemotingCommand.request(4242), 10.0)  # 106 has arrived
+        (server_side,) = lb.server.channels
         server_side.close()
-        yield self.assertFailure(pending, ConnectionLostError)
+        with pytest.raises(ConnectionLostError):
+            await pending
         hang.callback(RemotingCommand(code=0))  # too late: dropped with a log line
-        resp = yield self.client.invoke(self.addr, RemotingCommand.request(4242), 10.0)
-        self.assertEqual(resp.code, 3)  # reconnected on demand
+        resp = await lb.client.invoke(lb.addr, RemotingCommand.request(4242), 10.0)
+        assert resp.code == 3  # reconnected on demand
 
-    @defer.inlineCallbacks
-    def test_connect_refused(self) -> Any:
-        from twisted.internet.protocol import ServerFactory
+    run_loopback(scenario)
 
-        port = self.reactor.listenTCP(0, ServerFactory(), interface="127.0.0.1")
+
+def test_connect_refused() -> None:
+    async def scenario(lb: Loopback) -> None:
+        port = lb.reactor.listenTCP(0, ServerFactory(), interface="127.0.0.1")
         free = port.getHost().port
-        yield port.stopListening()
-        yield self.assertFailure(
-            self.client.invoke(f"127.0.0.1:{free}", RemotingCommand.request(105), 5.0),
-            RemotingConnectError,
-        )
+        await port.stopListening()
+        with pytest.raises(RemotingConnectError):
+            await lb.client.invoke(f"127.0.0.1:{free}", RemotingCommand.request(105), 5.0)
+
+    run_loopback(scenario)
+
+
+def test_dirty_reactor_is_reported() -> None:
+    # the janitor check above can fail: a scenario leaving a timer behind is caught
+    leaked: list[Any] = []
+
+    async def scenario(lb: Loopback) -> None:
+        leaked.append(lb.reactor.callLater(3600, lambda: None))
+
+    try:
+        with pytest.raises(AssertionError, match="dirty reactor"):
+            run_loopback(scenario)
+    finally:
+        call(lambda: [c.cancel() for c in leaked if c.active()], timeout=SCENARIO_TIMEOUT)

@@ -1,0 +1,1 @@
+"""Clients built on the remoting layer; ``rmqwire.client.blocking`` is the thread-facing facade."""

@@ -1,0 +1,250 @@
+"""The blocking facade's base: Twisted's reactor in crochet's thread, Deferred calls waited on.
+
+The Deferred API is the core; most users call blocking methods from ordinary threads (scripts, a
+Spark executor). This module is where the first turns into the second:
+
+- ``ensure_reactor()`` starts the global reactor once per process, lazily (never at import), in
+  crochet's thread. If the reactor is already run by its owner (a Twisted application, a test
+  runner), crochet is told not to start it (``crochet.no_setup()``) and calls go to that reactor.
+  crochet stops the reactor when the main thread exits, so a script does not hang at exit;
+  callers still waiting then get ReactorStoppedError.
+- ``call(fn, *args, timeout=...)`` runs ``fn`` in the reactor thread and waits for its result (a
+  Deferred, a coroutine or a plain value): the value is returned, a failure re-raised as the
+  original exception. On timeout the Deferred is cancelled, so its canceller runs (a pending
+  remoting call forgets its opaque), and CallTimeoutError is raised.
+- ``blocking`` and ``delegate`` turn a Deferred-returning method into a blocking one in one line,
+  for the client facades (BlockingProducer, ...)::
+
+      class BlockingProducer:
+          def __init__(self, core: Producer, timeout: float = 3.0) -> None:
+              ensure_reactor()
+              self._core, self.timeout = core, timeout
+
+          send = delegate("send")                                   # self._core.send(...)
+          shutdown = delegate("shutdown", timeout_attr="shutdown_timeout")
+
+          @blocking
+          def route(self, topic: str) -> Deferred[TopicRouteData]:  # body runs in the reactor
+              return self._core.instance.route(topic)
+
+Twisted objects are touched only in the reactor thread: the wrapped functions run there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import crochet
+from twisted.internet import defer
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.logger import Logger, LogLevel
+from twisted.python import threadable
+from twisted.python.failure import Failure
+
+from rmqwire.errors import RemotingTimeoutError, RmqwireError
+
+__all__ = [
+    "CANCEL_GRACE",
+    "CallTimeoutError",
+    "ReactorStoppedError",
+    "ReactorThreadError",
+    "blocking",
+    "call",
+    "delegate",
+    "ensure_reactor",
+]
+
+#: How long a timed-out caller waits for the cancellation to run in the reactor thread. Only a
+#: reactor blocked by someone's code takes that long; the caller then raises without waiting more.
+CANCEL_GRACE = 5.0
+#: How long ensure_reactor() waits for a reactor thread it started to turn for the first time.
+START_TIMEOUT = 30.0
+
+log = Logger(namespace="rmqwire.client.blocking")
+
+
+class CallTimeoutError(RemotingTimeoutError):
+    """A blocking call got no result within its timeout; its Deferred was cancelled."""
+
+
+class ReactorThreadError(RmqwireError, RuntimeError):
+    """A blocking call was made from the reactor thread, where waiting would deadlock."""
+
+
+class ReactorStoppedError(RmqwireError):
+    """The reactor has stopped (interpreter exit) or never started: no result will come."""
+
+
+# One reactor per process is Twisted's own global (and crochet's); these only remember that it
+# serves calls from other threads, so later calls skip the start-up path.
+_start_lock = threading.Lock()
+_ready = threading.Event()
+
+
+def ensure_reactor() -> Any:
+    """Make sure the global reactor runs and serves calls from other threads; return it.
+
+    Idempotent and thread-safe. Starts crochet's reactor thread on first use, unless the reactor
+    is already running (its owner keeps running it: crochet's ``no_setup`` case).
+    """
+    from twisted.internet import reactor  # the facade is an entry point: it resolves the reactor
+
+    if _ready.is_set():
+        return reactor
+    with _start_lock:
+        if _ready.is_set():
+            return reactor
+        if reactor.running:
+            # run by its owner, or by crochet for another library (no_setup() then refuses)
+            with contextlib.suppress(RuntimeError):
+                crochet.no_setup()
+            _ready.set()
+            return reactor
+        crochet.setup()
+        # Wait for the loop's first turn: by then the new thread is registered as the I/O thread
+        # (a reactor run earlier in another thread, e.g. by trial, leaves that one registered).
+        try:
+            crochet.run_in_reactor(_ready.set)()
+        except crochet.ReactorStopped:
+            raise ReactorStoppedError("the reactor has stopped (interpreter exit)") from None
+        if not _ready.wait(START_TIMEOUT):
+            raise ReactorStoppedError(
+                f"the reactor thread did not start within {START_TIMEOUT:g} s "
+                "(a reactor that was stopped cannot run again)"
+            )
+    return reactor
+
+
+def call(fn: Callable[..., Any], /, *args: Any, timeout: float, **kwargs: Any) -> Any:
+    """Run ``fn(*args, **kwargs)`` in the reactor thread and wait up to ``timeout`` seconds.
+
+    ``fn`` may return a Deferred, a coroutine or a plain value. Returns the result, or raises the
+    exception the call failed with. On timeout the Deferred is cancelled and CallTimeoutError is
+    raised. Pass an argument named ``timeout`` to ``fn`` positionally or with functools.partial.
+    """
+    return _call(fn, args, kwargs, timeout)
+
+
+def blocking(
+    method: Callable[..., Any] | None = None,
+    /,
+    *,
+    timeout: float | None = None,
+    timeout_attr: str = "timeout",
+) -> Any:
+    """Decorate a method whose body runs in the reactor thread and returns a Deferred (or is a
+    coroutine) so that callers in any thread block for its result.
+
+    The wait is bounded by ``timeout`` when given, else by the instance attribute named
+    ``timeout_attr`` (read at each call). ``__wrapped__`` is the Deferred-returning method.
+    Usable bare (``@blocking``) or with options (``@blocking(timeout_attr="send_timeout")``).
+    """
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            limit = timeout if timeout is not None else getattr(self, timeout_attr)
+            return _call(func, (self, *args), kwargs, limit)
+
+        return wrapper
+
+    return decorate if method is None else decorate(method)
+
+
+def delegate(
+    name: str,
+    *,
+    to: str = "_core",
+    timeout: float | None = None,
+    timeout_attr: str = "timeout",
+) -> Callable[..., Any]:
+    """A blocking method calling ``self.<to>.<name>(...)`` in the reactor thread:
+    ``send = delegate("send")`` in a facade class whose core object is ``self._core``."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(getattr(self, to), name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Blocking ``self.{to}.{name}(...)``: see its Deferred API."
+    return blocking(method, timeout=timeout, timeout_attr=timeout_attr)
+
+
+# ---- internals -----------------------------------------------------------------------------
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+@dataclass
+class _Pending:
+    """One blocking call, as seen in the reactor thread (only that thread touches it)."""
+
+    what: str
+    deferred: Deferred[Any] | None = None
+    done: bool = False  # the outcome went to the waiting caller
+    abandoned: bool = False  # the caller timed out: the outcome is dropped
+
+    def settle(self, result: Any) -> Any:
+        if not self.abandoned:
+            self.done = True
+            return result
+        if isinstance(result, Failure) and not result.check(CancelledError):
+            log.failure("{what} failed after its caller timed out", result, level=LogLevel.warn,
+                        what=self.what)
+        return None  # nobody will read it: keep crochet from logging it as unhandled
+
+
+@crochet.run_in_reactor
+def _start(pending: _Pending, fn: Callable[..., Any], args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> Deferred[Any]:
+    d = defer.maybeDeferred(fn, *args, **kwargs)  # also runs a coroutine (Deferred.fromCoroutine)
+    pending.deferred = d
+    return d.addBoth(pending.settle)
+
+
+@crochet.run_in_reactor
+def _abandon(pending: _Pending) -> bool:
+    """Cancel a timed-out call; True when its outcome had already gone to the caller."""
+    if pending.done:
+        return True
+    pending.abandoned = True
+    if pending.deferred is not None:  # always set: _start was queued before us
+        pending.deferred.cancel()
+    return False
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+          timeout: float) -> Any:
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    ensure_reactor()
+    what = _describe(fn)
+    if threadable.isInIOThread():
+        raise ReactorThreadError(
+            f"blocking call of {what} from the reactor thread would deadlock; "
+            "use its Deferred API there"
+        )
+    pending = _Pending(what)
+    try:
+        eventual = _start(pending, fn, args, kwargs)
+        try:
+            return eventual.wait(timeout)
+        except crochet.TimeoutError:
+            pass
+        # Cancel in the reactor thread and wait for that (bounded) while still holding
+        # `eventual`, so the cancelled outcome lands there instead of in crochet's error log.
+        try:
+            settled = _abandon(pending).wait(CANCEL_GRACE)
+        except crochet.TimeoutError:
+            settled = False
+        if settled:  # the result came between our timeout and the cancellation: still good
+            return eventual.wait(0)
+    except crochet.ReactorStopped:
+        raise ReactorStoppedError(f"the reactor stopped before {what} finished") from None
+    raise CallTimeoutError(f"{what} gave no result within {timeout:g} s; it was cancelled")

@@ -1,0 +1,371 @@
+"""The blocking facade's base: crochet's reactor thread, calls waited on with a timeout.
+
+These run the global reactor in crochet's thread for the rest of the pytest process (that is the
+facade's point); the loopback remoting tests go through the same facade, so they coexist.
+Interpreter exit and the no_setup case (reactor run by its owner) are checked in subprocesses.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet import defer, task
+from twisted.internet.defer import Deferred
+from twisted.logger import LogLevel, globalLogPublisher
+from twisted.python import threadable
+
+from rmqwire.client.blocking import (
+    CallTimeoutError,
+    ReactorThreadError,
+    blocking,
+    call,
+    delegate,
+    ensure_reactor,
+)
+from rmqwire.errors import RemotingTimeoutError, RmqwireError
+
+WAIT = 30.0  # generous: a shared 2-core machine; every wait here ends on a condition
+SHORT = 0.2  # for calls that must time out (they never fire on their own)
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.fixture
+def reactor() -> Any:
+    return ensure_reactor()
+
+
+@pytest.fixture
+def logged() -> Iterator[list[dict[str, Any]]]:
+    """Twisted log events at warn level or above (crochet logs unhandled results as errors)."""
+    events: list[dict[str, Any]] = []
+
+    def observe(event: dict[str, Any]) -> None:
+        if event.get("isError") or event.get("log_level") in (LogLevel.warn, LogLevel.error,
+                                                              LogLevel.critical):
+            events.append(event)
+
+    globalLogPublisher.addObserver(observe)
+    try:
+        yield events
+    finally:
+        globalLogPublisher.removeObserver(observe)
+
+
+def _drain() -> None:
+    """Let the reactor run what is queued (calls from threads run in order), then collect
+    garbage, so late log lines from abandoned results have been emitted."""
+    call(lambda: None, timeout=WAIT)
+    gc.collect()
+    call(lambda: None, timeout=WAIT)
+
+
+# ---- results and errors -------------------------------------------------------------------------
+
+
+def test_ensure_reactor_is_idempotent_and_thread_safe() -> None:
+    with ThreadPoolExecutor(8) as pool:
+        reactors = list(pool.map(lambda _: ensure_reactor(), range(16)))
+    assert len({id(r) for r in reactors}) == 1
+    assert reactors[0].running
+    assert threading.get_ident() != call(threading.get_ident, timeout=WAIT)
+    assert call(threadable.isInIOThread, timeout=WAIT) is True
+
+
+def test_plain_value_deferred_and_coroutine(reactor: Any) -> None:
+    assert call(lambda a, b=0: a + b, 1, b=2, timeout=WAIT) == 3
+    assert call(task.deferLater, reactor, 0, lambda: "later", timeout=WAIT) == "later"
+
+    async def coro(x: int) -> int:
+        await task.deferLater(reactor, 0, lambda: None)
+        return x * 2
+
+    assert call(coro, 21, timeout=WAIT) == 42
+
+
+def test_exceptions_keep_their_type_and_identity(reactor: Any) -> None:
+    err = Boom("sync")
+
+    def raise_now() -> None:
+        raise err
+
+    with pytest.raises(Boom) as info:
+        call(raise_now, timeout=WAIT)
+    assert info.value is err
+
+    def raise_key_error() -> None:
+        raise KeyError("later")
+
+    def fail_later() -> Deferred[None]:
+        return task.deferLater(reactor, 0, raise_key_error)
+
+    with pytest.raises(KeyError, match="later"):
+        call(fail_later, timeout=WAIT)
+
+    async def coro() -> None:
+        await task.deferLater(reactor, 0, lambda: None)
+        raise Boom("coroutine")
+
+    with pytest.raises(Boom, match="coroutine"):
+        call(coro, timeout=WAIT)
+
+
+def test_timeout_must_be_positive() -> None:
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            call(lambda: None, timeout=bad)
+
+
+# ---- timeouts cancel ----------------------------------------------------------------------------
+
+
+def test_timeout_cancels_the_deferred(logged: list[dict[str, Any]]) -> None:
+    cancelled = threading.Event()
+    made: list[Deferred[None]] = []
+
+    def never() -> Deferred[None]:
+        d: Deferred[None] = Deferred(canceller=lambda _: cancelled.set())
+        made.append(d)
+        return d
+
+    with pytest.raises(CallTimeoutError, match="never gave no result") as info:
+        call(never, timeout=SHORT)
+    assert isinstance(info.value, RemotingTimeoutError)
+    assert cancelled.wait(WAIT), "the Deferred's canceller did not run"
+    assert made[0].called  # cancel() fired it (CancelledError), so nothing is left pending
+    del info  # its traceback holds the call's frame: free it, so late logs come now
+    made.clear()
+    _drain()
+    assert logged == []  # the cancelled outcome is not reported as an unhandled error
+
+
+def test_timeout_cancels_a_coroutine(reactor: Any) -> None:
+    cancelled = threading.Event()
+
+    async def waits_forever() -> None:
+        await Deferred(canceller=lambda _: cancelled.set())
+
+    with pytest.raises(CallTimeoutError):
+        call(waits_forever, timeout=SHORT)
+    assert cancelled.wait(WAIT)
+
+
+def test_failure_after_timeout_is_logged_as_a_warning(logged: list[dict[str, Any]]) -> None:
+    def canceller(d: Deferred[None]) -> None:
+        d.errback(Boom("canceller failed"))
+
+    with pytest.raises(CallTimeoutError):
+        call(lambda: Deferred(canceller=canceller), timeout=SHORT)
+    _drain()
+    assert [e.get("log_level") for e in logged] == [LogLevel.warn]
+    assert logged[0]["log_failure"].check(Boom)
+
+
+# ---- threads ------------------------------------------------------------------------------------
+
+
+def test_many_threads_at_once(reactor: Any) -> None:
+    def one_thread(n: int) -> list[tuple[int, int]]:
+        return [call(task.deferLater, reactor, 0, lambda i=i: (n, i), timeout=WAIT)
+                for i in range(25)]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one_thread, range(8)))
+    assert results == [[(n, i) for i in range(25)] for n in range(8)]
+
+
+def test_many_threads_timing_out_while_others_succeed(reactor: Any) -> None:
+    cancels = []
+    lock = threading.Lock()
+
+    def never() -> Deferred[None]:
+        def cancelled(_: Deferred[None]) -> None:
+            with lock:
+                cancels.append(1)
+
+        return Deferred(canceller=cancelled)
+
+    def one(i: int) -> Any:
+        if i % 2:
+            with pytest.raises(CallTimeoutError):
+                call(never, timeout=SHORT)
+            return "timeout"
+        return call(task.deferLater, reactor, 0, lambda: i, timeout=WAIT)
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(one, range(12)))
+    assert results == [i if i % 2 == 0 else "timeout" for i in range(12)]
+    _drain()
+    assert len(cancels) == 6
+
+
+def test_call_from_the_reactor_thread_is_refused() -> None:
+    with pytest.raises(ReactorThreadError, match="reactor thread") as info:
+        # the inner call runs in the reactor thread
+        call(functools.partial(call, lambda: 1, timeout=WAIT), timeout=WAIT)
+    assert isinstance(info.value, RmqwireError)
+
+
+# ---- decorators for facades ---------------------------------------------------------------------
+
+
+class _Core:
+    """A Deferred API, as the client core offers (runs in the reactor thread)."""
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+        self.cancelled = threading.Event()
+
+    def send(self, body: bytes, *, tag: str = "") -> Deferred[str]:
+        assert threadable.isInIOThread()
+        return task.deferLater(self.reactor, 0, lambda: f"sent {body!r} {tag}".strip())
+
+    def hang(self) -> Deferred[None]:
+        return Deferred(canceller=lambda _: self.cancelled.set())
+
+
+class _Facade:
+    def __init__(self, core: _Core) -> None:
+        ensure_reactor()
+        self._core = core
+        self.timeout = WAIT
+        self.hang_timeout = SHORT
+
+    send = delegate("send")
+    hang = delegate("hang", timeout_attr="hang_timeout")
+    hang_fixed = delegate("hang", timeout=SHORT)
+
+    @blocking
+    def twice(self, body: bytes) -> Deferred[list[str]]:
+        return defer.gatherResults([self._core.send(body), self._core.send(body, tag="again")])
+
+    @blocking(timeout_attr="hang_timeout")
+    async def hang_async(self) -> None:
+        await self._core.hang()
+
+
+def test_delegate_and_blocking_methods(reactor: Any) -> None:
+    core = _Core(reactor)
+    facade = _Facade(core)
+    assert facade.send(b"x", tag="t") == "sent b'x' t"
+    assert facade.twice(b"y") == ["sent b'y'", "sent b'y' again"]
+    assert _Facade.twice.__wrapped__.__name__ == "twice"  # the Deferred API, for unit tests
+    assert _Facade.send.__name__ == "send"
+    for method in (facade.hang, facade.hang_fixed, facade.hang_async):
+        core.cancelled.clear()
+        with pytest.raises(CallTimeoutError):
+            method()
+        assert core.cancelled.wait(WAIT)
+
+
+def test_blocking_method_from_the_reactor_thread_is_refused(reactor: Any) -> None:
+    facade = _Facade(_Core(reactor))
+    with pytest.raises(ReactorThreadError):
+        call(facade.send, b"x", timeout=WAIT)
+
+
+# ---- process lifetime (subprocesses: the reactor of this process is already running) ------------
+
+
+def _run_script(source: str) -> subprocess.CompletedProcess[str]:
+    # bounded: a hang at interpreter exit fails the test instead of blocking the run
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(source)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_no_reactor_thread_at_import() -> None:
+    out = _run_script("""
+        import threading
+        import rmqwire.client.blocking
+        print(sorted(t.name for t in threading.enumerate()))
+    """)
+    assert (out.returncode, out.stdout.strip()) == (0, "['MainThread']"), out.stderr
+
+
+def test_interpreter_exits_promptly_after_use() -> None:
+    out = _run_script("""
+        import threading
+        from twisted.internet import task
+        from rmqwire.client.blocking import call, ensure_reactor
+        reactor = ensure_reactor()
+        print(call(task.deferLater, reactor, 0, lambda: "done", timeout=30))
+        print(any(t.name == "CrochetReactor" for t in threading.enumerate()))
+    """)
+    assert (out.returncode, out.stdout.split()) == (0, ["done", "True"]), out.stderr
+
+
+def test_interpreter_exit_unblocks_a_waiting_thread() -> None:
+    # A non-daemon thread waits on a call that never ends: at exit crochet stops the reactor,
+    # the waiter gets ReactorStoppedError, and the process ends instead of hanging.
+    out = _run_script("""
+        import threading
+        from twisted.internet.defer import Deferred
+        from rmqwire.client.blocking import ReactorStoppedError, call
+
+        started = threading.Event()
+
+        def never():
+            started.set()
+            return Deferred()
+
+        def waiter():
+            try:
+                call(never, timeout=600)
+            except ReactorStoppedError as e:
+                print("stopped:", type(e).__name__, flush=True)
+
+        threading.Thread(target=waiter).start()
+        assert started.wait(30)
+    """)
+    assert (out.returncode, out.stdout.strip()) == (0, "stopped: ReactorStoppedError"), out.stderr
+
+
+def test_reactor_run_by_its_owner() -> None:
+    # crochet's no_setup case: the main thread runs the reactor; other threads call into it,
+    # and the owner's own thread is refused instead of deadlocking.
+    out = _run_script("""
+        import threading
+        from twisted.internet import reactor, task
+        from rmqwire.client.blocking import ReactorThreadError, call
+
+        workers = []
+
+        def worker():
+            try:
+                print(call(task.deferLater, reactor, 0, lambda: "from worker", timeout=30))
+                print(threading.current_thread().name != "CrochetReactor")
+            finally:
+                reactor.callFromThread(reactor.stop)
+
+        def started():
+            try:
+                call(lambda: None, timeout=30)
+            except ReactorThreadError:
+                print("refused in the reactor thread")
+            workers.append(threading.Thread(target=worker))
+            workers[0].start()
+
+        reactor.callWhenRunning(started)
+        reactor.run()
+        workers[0].join(30)
+        print(sorted(t.name for t in threading.enumerate()))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "refused in the reactor thread", "from worker", "True", "['MainThread']",
+    ]
