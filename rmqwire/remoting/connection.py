@@ -4,8 +4,10 @@ No sockets, no clock, no Twisted (cf. h11's ``Connection``): bytes go in through
 and come out of ``send_request``/``send_response``; deadlines are plain numbers supplied by the
 caller. The connection owns the pending-call table: ``next_deadline()`` tells the caller when to
 look again, ``expire(now)`` hands back the calls whose deadline passed, ``close()`` the rest.
-A framing error is an event (``ProtocolFailed``) after the good frames before it; from then on,
-and after ``close()``, every send fails at once with LocalProtocolError.
+A framing error is an event (``ProtocolFailed``) after the good frames before it; from then on
+every request, and after ``close()`` every send, fails at once with LocalProtocolError (requests
+that arrived before the bad bytes may still be answered until close(), as h11 lets a server answer
+after a RemoteProtocolError).
 Spec: shared/spec/wire-format.md sections 1 and 4.
 """
 
@@ -105,6 +107,7 @@ class RemotingConnection:
         self._seq = 0  # heap tie-breaker, so PendingCalls are never compared
         self.state = ConnectionState.OPEN
         self.error: RemoteProtocolError | None = None
+        self._closed = False  # close() was called (state stays FAILED after a framing error)
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -190,7 +193,8 @@ class RemotingConnection:
 
     def send_response(self, request: RemotingCommand, response: RemotingCommand) -> bytes:
         """Frame ``response`` as the answer to ``request``: its opaque, the RESPONSE flag set."""
-        self._check_open("send a response")
+        if self._closed:  # FAILED alone only broke the peer's stream, not ours
+            raise LocalProtocolError("cannot send a response: connection closed")
         if request.is_response:
             raise LocalProtocolError("cannot answer a response")
         if request.is_oneway:
@@ -258,6 +262,7 @@ class RemotingConnection:
         """The transport is gone or going: no more sends; drop and return every pending call."""
         if self.state is ConnectionState.OPEN:
             self.state = ConnectionState.CLOSED
+        self._closed = True
         lost = list(self._pending.values())
         self._pending.clear()
         self._deadlines.clear()

@@ -7,6 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from rmqwire.codec import RemotingCommand, RequestCode, SerializeType, encode_frame
 from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode
@@ -15,9 +16,13 @@ from rmqwire.errors import (
     FrameTooLargeError,
     LocalProtocolError,
     RemoteProtocolError,
+    RemotingTooManyRequestsError,
     UnknownSerializeTypeError,
 )
 from rmqwire.remoting.connection import (
+    ConnectionState,
+    PendingCall,
+    ProtocolFailed,
     RemotingConnection,
     RequestReceived,
     ResponseReceived,
@@ -46,10 +51,12 @@ def test_request_response_round_trip() -> None:
     pair = RemotingPair()
     got = pair.request(ROUTE, deadline=10.0)
     assert got == ROUTE.with_opaque(got.opaque)
-    assert pair.client.pending == {got.opaque: 10.0}
+    (call,) = pair.client.pending.values()
+    assert (call.opaque, call.code, call.deadline) == (got.opaque, 105, 10.0)
     answer = got.response_to(0, body=b"route")
     events = pair.client.receive_data(pair.server.send_response(got, answer))
     assert len(events) == 1 and isinstance(events[0], ResponseReceived)
+    assert events[0].call is call  # the event hands back the caller's pending call
     resp = events[0].command
     assert resp.opaque == got.opaque and resp.is_response and resp.body == b"route"
     assert pair.client.pending == {}
@@ -124,35 +131,152 @@ def test_unmatched_response_is_reported_not_raised() -> None:
     assert events == [UnmatchedResponse(stray)]
 
 
+def opaques(calls: list[PendingCall]) -> list[int]:
+    return [c.opaque for c in calls]
+
+
 def test_late_response_after_expire_is_unmatched() -> None:
     pair = RemotingPair()
     got = pair.request(ROUTE, deadline=3.0)
     assert pair.client.expire(2.999) == []
-    assert pair.client.expire(3.0) == [got.opaque]
+    assert opaques(pair.client.expire(3.0)) == [got.opaque]
     assert pair.client.pending == {}
     (event,) = pair.client.receive_data(pair.server.send_response(got, got.response_to(0)))
     assert isinstance(event, UnmatchedResponse)
 
 
-def test_expire_reports_in_send_order_and_ignores_no_deadline() -> None:
+def test_expire_reports_in_deadline_order_and_ignores_no_deadline() -> None:
     conn = RemotingConnection()
     a, _ = conn.send_request(ROUTE, 5.0)
     b, _ = conn.send_request(ROUTE, None)
     c, _ = conn.send_request(ROUTE, 1.0)
     assert conn.next_deadline() == 1.0
-    assert conn.expire(10.0) == [a, c]
-    assert conn.pending == {b: None}
+    assert opaques(conn.expire(10.0)) == [c, a]  # earliest deadline first
+    assert list(conn.pending) == [b] and conn.pending[b].deadline is None
     assert conn.next_deadline() is None
+
+
+def test_equal_deadlines_expire_in_send_order() -> None:
+    conn = RemotingConnection()
+    sent = [conn.send_request(ROUTE, 2.0)[0] for _ in range(5)]
+    assert opaques(conn.expire(2.0)) == sent
 
 
 def test_cancel_and_close() -> None:
     conn = RemotingConnection()
-    a, _ = conn.send_request(ROUTE, 5.0)
-    b, _ = conn.send_request(ROUTE, 5.0)
-    assert conn.cancel(a) is True
-    assert conn.cancel(a) is False
-    assert conn.close() == [b]
-    assert conn.pending == {}
+    a, _ = conn.send_request(ROUTE, 5.0, timeout=5.0, token="tok-a")
+    b, _ = conn.send_request(ROUTE, 5.0, token="tok-b")
+    cancelled = conn.cancel(a)
+    assert cancelled is not None and (cancelled.opaque, cancelled.token, cancelled.timeout) == (a, "tok-a", 5.0)
+    assert conn.cancel(a) is None
+    (lost,) = conn.close()
+    assert (lost.opaque, lost.token) == (b, "tok-b")
+    assert conn.pending == {} and conn.next_deadline() is None
+    assert conn.close() == []  # closing twice is harmless
+
+
+def test_pending_is_a_copy_and_len_counts_calls() -> None:
+    conn = RemotingConnection()
+    a, _ = conn.send_request(ROUTE, 1.0)
+    conn.send_request(RemotingCommand.request(RequestCode.HEART_BEAT, oneway=True))
+    snapshot = conn.pending
+    snapshot.clear()
+    assert list(conn.pending) == [a] and len(conn) == 1
+
+
+# ---- deadlines ------------------------------------------------------------------------------------
+
+
+def test_next_deadline_with_many_calls() -> None:
+    conn = RemotingConnection()
+    deadlines = [7.0, 3.0, 9.0, 3.5, 1.25, 8.0, 4.0]
+    ops = {d: conn.send_request(ROUTE, d)[0] for d in deadlines}
+    assert conn.next_deadline() == 1.25
+    remaining = sorted(deadlines)
+    while remaining:
+        assert conn.next_deadline() == remaining[0]
+        (expired,) = conn.expire(remaining[0])
+        assert expired.opaque == ops[remaining[0]] and expired.deadline == remaining[0]
+        remaining.pop(0)
+    assert conn.next_deadline() is None
+
+
+def test_answered_and_cancelled_calls_are_not_reported() -> None:
+    pair = RemotingPair()
+    first = pair.request(ROUTE, deadline=1.0)
+    second = pair.request(ROUTE, deadline=2.0)
+    third = pair.request(ROUTE, deadline=3.0)
+    fourth = pair.request(ROUTE, deadline=4.0)
+    pair.client.receive_data(pair.server.send_response(first, first.response_to(0)))
+    assert pair.client.cancel(third.opaque) is not None
+    assert pair.client.next_deadline() == 2.0  # the answered call's deadline is gone
+    assert opaques(pair.client.expire(3.5)) == [second.opaque]  # nothing for 1.0 or 3.0
+    assert pair.client.next_deadline() == 4.0
+    assert opaques(pair.client.expire(100.0)) == [fourth.opaque]
+    assert pair.client.expire(100.0) == []
+
+
+def test_expired_call_is_reported_once() -> None:
+    conn = RemotingConnection()
+    conn.send_request(ROUTE, 1.0)
+    assert len(conn.expire(1.0)) == 1
+    assert conn.expire(1.0) == [] and conn.expire(50.0) == []
+    assert conn.cancel(0) is None
+
+
+def test_heap_compaction_keeps_deadlines_right() -> None:
+    conn = RemotingConnection()
+    survivor, _ = conn.send_request(ROUTE, 1000.0)
+    # many short calls answered (cancelled) long before their deadlines: the lazy heap must not
+    # grow without bound, and the survivor's deadline must still be found
+    for i in range(1000):
+        opaque, _ = conn.send_request(ROUTE, 500.0 + i)
+        assert conn.cancel(opaque) is not None
+    assert len(conn._deadlines) <= 2 * len(conn) + 65  # compacted (internal, but the point)
+    assert conn.next_deadline() == 1000.0
+    assert opaques(conn.expire(999.0)) == []
+    assert opaques(conn.expire(1000.0)) == [survivor]
+
+
+def test_opaque_reused_after_wrap_does_not_revive_a_stale_deadline() -> None:
+    conn = RemotingConnection(first_opaque=2**31 - 1)
+    old, _ = conn.send_request(ROUTE, 1.0)
+    assert conn.cancel(old) is not None
+    conn._next_opaque = old  # a full int32 wrap later, the same opaque is handed out again
+    new, _ = conn.send_request(ROUTE, 10.0)
+    assert new == old
+    assert conn.next_deadline() == 10.0
+    assert conn.expire(5.0) == []  # the cancelled call's heap entry must not expire the new one
+    assert opaques(conn.expire(10.0)) == [new]
+
+
+# ---- limits and the end of a connection -----------------------------------------------------------
+
+
+def test_max_pending_refuses_one_more_two_way_call() -> None:
+    conn = RemotingConnection(max_pending=2)
+    a, _ = conn.send_request(ROUTE, 1.0)
+    conn.send_request(ROUTE, 1.0)
+    with pytest.raises(RemotingTooManyRequestsError, match="max_pending 2"):
+        conn.send_request(ROUTE, 1.0)
+    assert len(conn) == 2 and conn._next_opaque == 2  # the refused call took no opaque
+    # oneway requests are not calls in flight
+    conn.send_request(RemotingCommand.request(RequestCode.HEART_BEAT, oneway=True))
+    conn.cancel(a)
+    conn.send_request(ROUTE, 1.0)  # room again
+    assert len(conn) == 2
+
+
+def test_sends_fail_fast_after_close() -> None:
+    pair = RemotingPair()
+    got = pair.request(ROUTE)
+    pair.server.close()
+    assert pair.server.state is ConnectionState.CLOSED and not pair.server.is_open
+    with pytest.raises(LocalProtocolError, match="closed"):
+        pair.server.send_request(ROUTE)
+    with pytest.raises(LocalProtocolError, match="closed"):
+        pair.server.send_response(got, got.response_to(0))
+    assert pair.server.receive_data(encode_frame(ROUTE)) == []  # input after close is ignored
 
 
 @pytest.mark.parametrize("stype", list(SerializeType))
@@ -166,9 +290,11 @@ def test_every_byte_split_of_two_frames(stype: SerializeType) -> None:
         for j in range(i, len(stream) + 1):
             if j - i > 3 and j != len(stream):
                 continue  # all first cuts x (short second chunks + the rest) keeps this quick
-            conn = RemotingConnection()
-            conn._pending[3] = None  # the response answers a pending request
-            got = [e.command for part in (stream[:i], stream[i:j], stream[j:]) for e in conn.receive_data(part)]
+            conn = RemotingConnection(first_opaque=3)
+            conn.send_request(ROUTE)  # the response answers this pending request (opaque 3)
+            events = [e for part in (stream[:i], stream[i:j], stream[j:]) for e in conn.receive_data(part)]
+            assert [type(e) for e in events] == [RequestReceived, ResponseReceived], (i, j)
+            got = [e.command for e in events]
             assert got == expected, (i, j)
             assert [c.serialize_type for c in got] == [stype, stype]
             assert conn.buffered == 0
@@ -191,35 +317,81 @@ def test_single_byte_feeding() -> None:
 )
 def test_framing_error_is_remote_protocol_error_with_cause(data: bytes, cause: type) -> None:
     conn = RemotingConnection()
-    with pytest.raises(RemoteProtocolError) as info:
-        conn.receive_data(data)
-    assert isinstance(info.value.__cause__, cause)
-    assert conn.failed
-    # the stream is dead: further input is refused with the same error
-    with pytest.raises(RemoteProtocolError):
-        conn.receive_data(encode_frame(ROUTE))
+    call_opaque, _ = conn.send_request(ROUTE, 5.0)
+    (event,) = conn.receive_data(data)
+    assert isinstance(event, ProtocolFailed)
+    assert isinstance(event.error, RemoteProtocolError)
+    assert isinstance(event.error.__cause__, cause)
+    assert conn.state is ConnectionState.FAILED and conn.error is event.error and not conn.is_open
+    # the stream is dead: further input yields nothing, not even another ProtocolFailed
+    assert conn.receive_data(encode_frame(ROUTE)) == []
+    # the pending call is still there for the caller to fail when it closes the transport
+    assert opaques(conn.close()) == [call_opaque]
+    assert conn.state is ConnectionState.FAILED  # close() keeps the reason it failed
+
+
+def test_protocol_failed_comes_after_the_good_frames_events() -> None:
+    conn = RemotingConnection(first_opaque=7)
+    conn.send_request(ROUTE, 5.0)
+    stream = (
+        encode_frame(ROUTE.with_opaque(1))
+        + encode_frame(RemotingCommand(code=0, opaque=7, flag=FLAG_RESPONSE, remark="answer"))
+        + encode_frame(RemotingCommand(code=0, opaque=99, flag=FLAG_RESPONSE))
+        + struct.pack(">ii", 8, 0x02000004) + b"\x00" * 4
+        + encode_frame(ROUTE.with_opaque(2))  # after the bad frame: never decoded
+    )
+    events = conn.receive_data(stream)
+    assert [type(e) for e in events] == [RequestReceived, ResponseReceived, UnmatchedResponse, ProtocolFailed]
+    assert events[0].command.opaque == 1
+    assert events[1].command.remark == "answer" and events[1].call.opaque == 7
+    assert isinstance(events[3].error.__cause__, UnknownSerializeTypeError)
+    assert conn.pending == {}  # the good response was matched before the failure
 
 
 def test_frames_before_the_bad_one_are_not_lost_on_separate_reads() -> None:
     conn = RemotingConnection()
     (event,) = conn.receive_data(encode_frame(ROUTE))
     assert isinstance(event, RequestReceived)
-    with pytest.raises(RemoteProtocolError):
-        conn.receive_data(struct.pack(">i", 2))
+    (failed,) = conn.receive_data(struct.pack(">i", 2))
+    assert isinstance(failed, ProtocolFailed) and isinstance(failed.error, RemoteProtocolError)
+
+
+def test_requests_fail_fast_after_protocol_failed() -> None:
+    conn = RemotingConnection()
+    (got,) = conn.receive_data(encode_frame(ROUTE.with_opaque(4)))
+    (failed,) = conn.receive_data(struct.pack(">i", 16 * 1024 * 1024))
+    assert isinstance(failed, ProtocolFailed)
+    with pytest.raises(LocalProtocolError, match="failed"):
+        conn.send_request(ROUTE)
+    with pytest.raises(LocalProtocolError, match="failed"):
+        conn.send_request(RemotingCommand.request(RequestCode.HEART_BEAT, oneway=True))
+    assert conn.pending == {}
+    # a request that arrived before the bad bytes may still be answered until close() (h11 lets
+    # a server answer after a RemoteProtocolError): the protocol answers good frames of the
+    # failing read before it closes the transport
+    answer = RemotingConnection().receive_data(
+        conn.send_response(got.command, got.command.response_to(0, remark="late"))
+    )
+    assert isinstance(answer[0], UnmatchedResponse) and answer[0].command.opaque == 4
+    conn.close()
+    with pytest.raises(LocalProtocolError, match="closed"):
+        conn.send_response(got.command, got.command.response_to(0))
 
 
 def test_max_frame_length_is_configurable() -> None:
     conn = RemotingConnection(max_frame_length=64)
     big = RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"x" * 100)
-    with pytest.raises(RemoteProtocolError, match="exceeds the maximum frame length"):
-        conn.receive_data(encode_frame(big))
+    (event,) = conn.receive_data(encode_frame(big))
+    assert isinstance(event, ProtocolFailed)
+    assert "exceeds the maximum frame length" in str(event.error)
+    assert isinstance(event.error.__cause__, FrameTooLargeError)
 
 
 @pytest.mark.parametrize("request_type", list(SerializeType))
 def test_response_follows_request_type_by_default(request_type: SerializeType) -> None:
     client = RemotingConnection(serialize_type=request_type)
     server = RemotingConnection()
-    opaque, data = client.send_request(ROUTE)
+    _opaque, data = client.send_request(ROUTE)
     assert data[4] == request_type  # high byte of the header word
     (event,) = server.receive_data(data)
     out = server.send_response(event.command, event.command.response_to(0, remark="ok"))
@@ -281,3 +453,80 @@ def test_any_chunking_yields_the_same_requests(
     assert events == [RequestReceived(c) for c, _ in cmds]
     assert [e.command.serialize_type for e in events] == [t for _, t in cmds]
     assert conn.buffered == 0
+
+
+# ---- property: the pending table against a model ---------------------------------------------------
+
+
+class PendingCallsMachine(RuleBasedStateMachine):
+    """Random sends, answers, cancels and expiries, checked against a plain dict of deadlines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = RemotingConnection(first_opaque=2**31 - 3)  # crosses the int32 wrap too
+        self.server = RemotingConnection()
+        self.model: dict[int, float | None] = {}  # opaque -> deadline of every pending call
+        self.requests: dict[int, RemotingCommand] = {}  # as the server received them
+        self.now = 0.0
+
+    @rule(delay=st.none() | st.integers(0, 20))
+    def send(self, delay: int | None) -> None:
+        deadline = None if delay is None else self.now + delay
+        opaque, data = self.client.send_request(ROUTE, deadline, token=opaque_token(deadline))
+        assert opaque not in self.model
+        self.model[opaque] = deadline
+        (event,) = self.server.receive_data(data)
+        self.requests[opaque] = event.command
+
+    @rule(data=st.data())
+    def answer(self, data: st.DataObject) -> None:
+        # any request the server saw, pending or not: late answers must come back unmatched
+        if not self.requests:
+            return
+        opaque = data.draw(st.sampled_from(sorted(self.requests)))
+        request = self.requests.pop(opaque)
+        (event,) = self.client.receive_data(self.server.send_response(request, request.response_to(0)))
+        if opaque in self.model:
+            assert isinstance(event, ResponseReceived) and event.call.opaque == opaque
+            assert event.call.deadline == self.model.pop(opaque)
+        else:
+            assert isinstance(event, UnmatchedResponse)
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        opaque = data.draw(st.sampled_from(sorted(self.model)))
+        call = self.client.cancel(opaque)
+        assert call is not None and call.deadline == self.model.pop(opaque)
+        assert self.client.cancel(opaque) is None
+
+    @rule(step=st.integers(0, 10))
+    def expire(self, step: int) -> None:
+        self.now += step
+        expired = self.client.expire(self.now)
+        due = sorted(
+            (d, o) for o, d in self.model.items() if d is not None and d <= self.now
+        )
+        # earliest deadline first; equal deadlines in any order the model cannot know (opaques
+        # wrap), so compare per deadline as sets
+        assert [c.deadline for c in expired] == [d for d, _ in due]
+        assert {c.opaque for c in expired} == {o for _, o in due}
+        for call in expired:
+            assert call.token == opaque_token(call.deadline)
+            del self.model[call.opaque]
+
+    @invariant()
+    def tables_agree(self) -> None:
+        pending = self.client.pending
+        assert {o: c.deadline for o, c in pending.items()} == self.model
+        deadlines = [d for d in self.model.values() if d is not None]
+        assert self.client.next_deadline() == (min(deadlines) if deadlines else None)
+        assert len(self.client._deadlines) <= 2 * len(self.client) + 65
+
+
+def opaque_token(deadline: float | None) -> str:
+    return f"deadline {deadline}"
+
+
+PendingCallsMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=60, deadline=None)
+TestPendingCallsAgainstAModel = PendingCallsMachine.TestCase

@@ -15,11 +15,29 @@ from twisted.python.failure import Failure
 from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 
-from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, SerializeType, encode_frame
+from rmqwire.codec import (
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    SerializeType,
+    encode_frame,
+)
+from rmqwire.codec.acl import verify_command
 from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode
-from rmqwire.errors import ConnectionLostError, LocalProtocolError, RemotingTimeoutError
+from rmqwire.errors import (
+    ConnectionLostError,
+    LocalProtocolError,
+    RemotingTimeoutError,
+    RemotingTooManyRequestsError,
+)
+from rmqwire.remoting.config import (
+    DEFAULT_CLOSE_GRACE,
+    JAVA_SERVER_CONFIG,
+    RemotingConfig,
+)
 from rmqwire.remoting.dispatcher import Dispatcher, RequestContext
-from rmqwire.remoting.protocol import CLOSE_GRACE, RemotingProtocol
+from rmqwire.remoting.hooks import AclClientRPCHook
+from rmqwire.remoting.protocol import RemotingProtocol, drain
 
 _sync = SynchronousTestCase()
 PEER = IPv4Address("TCP", "10.0.0.1", 10911)
@@ -27,11 +45,19 @@ ROUTE = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T
 
 
 class Harness:
-    """A protocol on a StringTransport with a Clock."""
+    """A protocol on a StringTransport with a Clock; keyword arguments are RemotingConfig fields."""
 
-    def __init__(self, dispatcher: Dispatcher | None = None, **kwargs: Any) -> None:
-        self.clock = Clock()
-        self.proto = RemotingProtocol(self.clock, dispatcher, **kwargs)
+    def __init__(
+        self,
+        dispatcher: Dispatcher | None = None,
+        config: RemotingConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.clock = clock if clock is not None else Clock()
+        self.config = (config or RemotingConfig()).replace(**kwargs)
+        self.proto = RemotingProtocol(self.clock, dispatcher, self.config)
         self.tr = StringTransport(peerAddress=PEER)
         self.proto.makeConnection(self.tr)
 
@@ -53,8 +79,9 @@ def pair(
     **kwargs: Any,
 ) -> tuple[RemotingProtocol, RemotingProtocol, iosim.IOPump, Clock]:
     clock = Clock()
-    server = RemotingProtocol(clock, server_dispatcher, **kwargs)
-    client = RemotingProtocol(clock, client_dispatcher, **kwargs)
+    config = RemotingConfig(**kwargs)
+    server = RemotingProtocol(clock, server_dispatcher, config)
+    client = RemotingProtocol(clock, client_dispatcher, config)
     pump = iosim.connect(
         server, iosim.makeFakeServer(server), client, iosim.makeFakeClient(client), greet=False, clock=clock
     )
@@ -92,7 +119,7 @@ def test_responses_out_of_order_match_by_opaque() -> None:
 
 
 def test_pair_request_response() -> None:
-    server, client, pump, _ = pair(Dispatcher({105: echo}))
+    _server, client, pump, _ = pair(Dispatcher({105: echo}))
     d = client.invoke(RemotingCommand.request(105, {"topic": "T"}, b"payload"), 3.0)
     pump.flush()
     resp = _sync.successResultOf(d)
@@ -135,7 +162,7 @@ def test_each_call_has_its_own_timeout() -> None:
 def test_cancel_forgets_the_call() -> None:
     h = Harness()
     d = h.proto.invoke(ROUTE, 3.0)
-    (req,) = h.sent()
+    (_req,) = h.sent()
     d.cancel()
     _sync.failureResultOf(d, CancelledError)
     assert h.proto.pending_count == 0 and h.proto.connection.pending == {}
@@ -193,7 +220,7 @@ def test_unknown_code_answered_with_exact_java_remark() -> None:
 
 
 def test_unknown_code_remark_on_the_wire_json() -> None:
-    h = Harness()
+    h = Harness(config=JAVA_SERVER_CONFIG)  # answers as the Java servers do
     h.feed(RemotingCommand.request(9999, opaque=12))
     assert h.tr.value()[8:] == (
         b'{"code":3,"flag":1,"language":"JAVA","opaque":12,'
@@ -289,7 +316,7 @@ def test_close_aborts_a_connection_that_does_not_go_away(log_events) -> None:
     pending = h.proto.invoke(ROUTE, 60.0)
     h.proto.close()
     assert h.tr.disconnecting and not h.tr.disconnected
-    h.clock.advance(CLOSE_GRACE - 0.001)
+    h.clock.advance(DEFAULT_CLOSE_GRACE - 0.001)
     assert not h.tr.disconnected
     h.clock.advance(0.001)
     assert h.tr.disconnected  # StringTransport's mark of abortConnection()
@@ -339,7 +366,7 @@ def test_idle_timeout_can_be_disabled() -> None:
     h = Harness(idle_timeout=None)
     assert h.clock.getDelayedCalls() == []
     with pytest.raises(ValueError):
-        RemotingProtocol(Clock(), idle_timeout=0)
+        RemotingConfig(idle_timeout=0)
 
 
 def test_idle_close_fails_pending_calls_before_their_timeout() -> None:
@@ -378,7 +405,7 @@ def test_handler_can_call_back_through_its_channel() -> None:
         return back.addCallback(lambda r: cmd.response_to(0, remark=f"client said {r.remark}"))
 
     client_table = Dispatcher({307: lambda c, x: c.response_to(0, remark="hi")})
-    server, client, pump, _ = pair(Dispatcher({105: handler}), client_table)
+    _server, client, pump, _ = pair(Dispatcher({105: handler}), client_table)
     d = client.invoke(ROUTE, 3.0)
     pump.flush()
     assert _sync.successResultOf(d).remark == "client said hi"
@@ -406,7 +433,7 @@ def test_outgoing_serialize_type_and_pair(stype: SerializeType) -> None:
         seen.append(cmd.serialize_type)
         return echo(cmd, ctx)
 
-    server, client, pump, _ = pair(Dispatcher({105: handler}), serialize_type=stype)
+    _server, client, pump, _ = pair(Dispatcher({105: handler}), serialize_type=stype)
     d = client.invoke(ROUTE, 3.0)
     pump.flush()
     assert seen == [stype]  # the request went out in the configured type
@@ -447,3 +474,220 @@ def test_response_split_at_every_byte_boundary() -> None:
             _sync.assertNoResult(d)
         h.proto.dataReceived(resp_bytes[cut:])
         assert _sync.successResultOf(d).body == b"xyz", cut
+
+
+# ---- one deadline timer ---------------------------------------------------------------------------
+
+
+def deadline_timers(clock: Clock) -> list[Any]:
+    return [c for c in clock.getDelayedCalls() if c.func.__name__ == "_on_deadline"]
+
+
+def test_one_timer_for_many_calls_with_different_timeouts() -> None:
+    h = Harness(idle_timeout=None)
+    calls = [h.proto.invoke(ROUTE, t) for t in (5.0, 2.0, 9.0, 2.5, 7.0)]
+    (timer,) = deadline_timers(h.clock)
+    assert len(h.clock.getDelayedCalls()) == 1  # nothing else per call
+    assert timer.getTime() == 2.0  # the earliest deadline
+    # answering the earliest call leaves the timer where it is (it fires early and re-arms)
+    (_, r2, *_rest) = h.sent()
+    h.feed(r2.response_to(0))
+    _sync.successResultOf(calls[1])
+    assert len(deadline_timers(h.clock)) == 1
+    h.clock.advance(2.0)
+    (timer,) = deadline_timers(h.clock)
+    assert timer.getTime() == 2.5
+    _sync.assertNoResult(calls[3])
+    h.clock.advance(0.5)
+    _sync.failureResultOf(calls[3], RemotingTimeoutError)
+    for d in (calls[0], calls[2], calls[4]):
+        _sync.assertNoResult(d)
+    assert len(deadline_timers(h.clock)) == 1 and deadline_timers(h.clock)[0].getTime() == 5.0
+
+
+def test_shorter_later_call_reschedules_the_timer_earlier() -> None:
+    h = Harness(idle_timeout=None)
+    long_ = h.proto.invoke(ROUTE, 10.0)
+    (timer,) = deadline_timers(h.clock)
+    assert timer.getTime() == 10.0
+    h.clock.advance(1.0)
+    short = h.proto.invoke(ROUTE, 2.0)  # deadline 3.0, earlier than 10.0
+    (timer,) = deadline_timers(h.clock)
+    assert timer.getTime() == 3.0
+    h.clock.advance(2.0)
+    _sync.failureResultOf(short, RemotingTimeoutError)
+    _sync.assertNoResult(long_)
+    (timer,) = deadline_timers(h.clock)
+    assert timer.getTime() == 10.0
+    h.clock.advance(7.0)
+    _sync.failureResultOf(long_, RemotingTimeoutError)
+    assert h.clock.getDelayedCalls() == []
+
+
+def test_timeouts_fire_in_deadline_order() -> None:
+    h = Harness(idle_timeout=None)
+    order: list[float] = []
+    timeouts = [4.0, 1.0, 3.0, 2.0, 3.0]
+    for t in timeouts:
+        h.proto.invoke(ROUTE, t).addErrback(lambda f, t=t: f.trap(RemotingTimeoutError) and order.append(t))
+    h.clock.advance(10.0)  # one big step: the timer still fails them earliest first
+    assert order == sorted(timeouts)
+    assert h.proto.pending_count == 0 and h.clock.getDelayedCalls() == []
+
+
+def test_cancelling_every_call_stops_the_timer() -> None:
+    h = Harness(idle_timeout=None)
+    calls = [h.proto.invoke(ROUTE, t) for t in (1.0, 2.0)]
+    for d in calls:
+        d.cancel()
+        _sync.failureResultOf(d, CancelledError)
+    assert h.clock.getDelayedCalls() == []
+
+
+def test_max_inflight_fails_the_extra_call_at_once() -> None:
+    h = Harness(max_inflight=2)
+    first, second = h.proto.invoke(ROUTE, 3.0), h.proto.invoke(ROUTE, 3.0)
+    h.tr.clear()
+    _sync.failureResultOf(h.proto.invoke(ROUTE, 3.0), RemotingTooManyRequestsError)
+    assert h.tr.value() == b""  # nothing written for the refused call
+    _sync.assertNoResult(first)
+    _sync.assertNoResult(second)
+    # oneway requests are not limited (Java has a separate semaphore for them)
+    _sync.successResultOf(h.proto.invoke_oneway(ROUTE))
+
+
+# ---- RPC hooks ------------------------------------------------------------------------------------
+
+
+class RecordingHook:
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.requests: list[tuple[str, RemotingCommand]] = []
+        self.responses: list[tuple[str, RemotingCommand, RemotingCommand]] = []
+
+    def before_request(self, addr: str, request: RemotingCommand) -> RemotingCommand:
+        self.requests.append((addr, request))
+        ext = dict(request.ext_fields or {})
+        ext["hooks"] = ext.get("hooks", "") + self.tag
+        return RemotingCommand.request(request.code, ext, request.body, oneway=request.is_oneway)
+
+    def after_response(self, addr: str, request: RemotingCommand, response: RemotingCommand) -> None:
+        self.responses.append((addr, request, response))
+
+
+def test_hooks_run_in_order_and_change_what_is_written() -> None:
+    first, second = RecordingHook("1"), RecordingHook("2")
+    h = Harness(rpc_hooks=(first, second))
+    d = h.proto.invoke(ROUTE, 3.0)
+    (sent,) = h.sent()
+    assert sent.ext_fields == {"topic": "TopicTest", "hooks": "12"}
+    assert [a for a, _ in first.requests] == ["10.0.0.1:10911"]
+    assert second.requests[0][1].ext_fields["hooks"] == "1"  # the second sees the first's output
+    h.feed(sent.response_to(0, remark="seen"))
+    resp = _sync.successResultOf(d)
+    for hook in (first, second):
+        ((addr, request, response),) = hook.responses
+        assert addr == "10.0.0.1:10911" and response == resp and response.remark == "seen"
+        assert request.ext_fields == {"topic": "TopicTest", "hooks": "12"}  # what was sent
+
+
+def test_acl_hook_signs_requests_and_oneways() -> None:
+    h = Harness(rpc_hooks=(AclClientRPCHook("rocketmq2", "12345678"),))
+    body_cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": "T"}, b"hello")
+    h.proto.invoke(body_cmd, 3.0)
+    h.proto.invoke_oneway(RemotingCommand.request(RequestCode.HEART_BEAT, {"x": "y"}))
+    signed, oneway = h.sent()
+    for cmd in (signed, oneway):
+        assert cmd.ext_fields["AccessKey"] == "rocketmq2" and "Signature" in cmd.ext_fields
+        assert verify_command(cmd, "12345678", strip_unique_key_query=False)
+        assert not verify_command(cmd, "wrong-secret", strip_unique_key_query=False)
+    assert signed.body == b"hello" and signed.opaque == 0
+    assert oneway.is_oneway
+    tampered = RemotingCommand.request(signed.code, signed.ext_fields, b"hellO")
+    assert not verify_command(tampered, "12345678", strip_unique_key_query=False)
+
+
+def test_hook_failure_fails_the_call_before_anything_is_written(log_events) -> None:
+    class Refuse:
+        def before_request(self, addr: str, request: RemotingCommand) -> RemotingCommand:
+            raise LocalProtocolError("refused by hook")
+
+        def after_response(self, addr: str, request: RemotingCommand, response: RemotingCommand) -> None:
+            raise AssertionError("not reached")
+
+    h = Harness(rpc_hooks=(Refuse(),))
+    _sync.failureResultOf(h.proto.invoke(ROUTE, 3.0), LocalProtocolError)
+    _sync.failureResultOf(h.proto.invoke_oneway(ROUTE), LocalProtocolError)
+    assert h.tr.value() == b"" and h.proto.pending_count == 0
+    assert deadline_timers(h.clock) == []
+
+
+def test_after_response_failure_is_logged_and_the_call_still_succeeds(log_events) -> None:
+    class Broken(RecordingHook):
+        def after_response(self, addr: str, request: RemotingCommand, response: RemotingCommand) -> None:
+            raise RuntimeError("hook bug")
+
+    h = Harness(rpc_hooks=(Broken("b"),))
+    d = h.proto.invoke(ROUTE, 3.0)
+    (req,) = h.sent()
+    h.feed(req.response_to(0))
+    assert _sync.successResultOf(d).code == 0
+    assert any("after_response" in f for f in log_events.formats(LogLevel.critical))
+
+
+# ---- draining ---------------------------------------------------------------------------------------
+
+
+def test_when_drained_waits_for_our_calls() -> None:
+    h = Harness()
+    assert h.proto.drained
+    _sync.successResultOf(h.proto.when_drained())
+    a, b = h.proto.invoke(ROUTE, 3.0), h.proto.invoke(ROUTE, 3.0)
+    drained = h.proto.when_drained()
+    r1, _r2 = h.sent()
+    h.feed(r1.response_to(0))
+    _sync.assertNoResult(drained)
+    b.cancel()  # a cancelled call counts as done too
+    _sync.failureResultOf(b, CancelledError)
+    assert _sync.successResultOf(drained) is None
+    _sync.successResultOf(a)
+    # a timed-out call drains as well
+    c = h.proto.invoke(ROUTE, 1.0)
+    drained = h.proto.when_drained()
+    h.clock.advance(1.0)
+    _sync.failureResultOf(c, RemotingTimeoutError)
+    assert _sync.successResultOf(drained) is None
+
+
+def test_when_drained_waits_for_requests_being_processed() -> None:
+    later: Deferred[RemotingCommand] = Deferred()
+    h = Harness(Dispatcher({105: lambda c, x: later}))
+    h.feed(ROUTE.with_opaque(8))
+    assert not h.proto.drained
+    drained = h.proto.when_drained()
+    _sync.assertNoResult(drained)
+    later.callback(ROUTE.with_opaque(8).response_to(0, remark="done"))
+    assert _sync.successResultOf(drained) is None
+    (reply,) = h.sent()
+    assert reply.remark == "done"  # answered before the drain was reported
+
+
+def test_when_drained_fires_on_connection_loss() -> None:
+    h = Harness()
+    d = h.proto.invoke(ROUTE, 3.0)
+    drained = h.proto.when_drained()
+    h.lose()
+    _sync.failureResultOf(d, ConnectionLostError)
+    assert _sync.successResultOf(drained) is None
+
+
+def test_drain_gives_up_after_the_grace() -> None:
+    clock = Clock()
+    busy, idle = Harness(clock=clock), Harness(clock=clock)
+    busy.proto.invoke(ROUTE, 60.0).addErrback(lambda f: None)
+    d = drain(clock, [busy.proto, idle.proto], 2.0)
+    _sync.assertNoResult(d)
+    clock.advance(2.0)
+    assert _sync.successResultOf(d) is None  # past the grace: fires anyway (the caller closes)
+    assert busy.proto.pending_count == 1
+    _sync.successResultOf(drain(clock, [idle.proto], 2.0))
