@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from twisted.internet import defer, task
+from polling import wait_until
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from rmqwire.codec import (
@@ -51,7 +52,12 @@ from rmqwire.codec.commands import (
     SendMessageV2,
     UpdateAndCreateTopic,
 )
-from rmqwire.errors import BrokerResponseError, BrokerSystemError, NoPermissionError, QueryNotFoundError
+from rmqwire.errors import (
+    BrokerResponseError,
+    BrokerSystemError,
+    NoPermissionError,
+    QueryNotFoundError,
+)
 from rmqwire.remoting import AclClientRPCHook, RemotingClient, RemotingConfig
 from tools.reference import jars
 from tools.reference.jars import ReferenceUnavailable
@@ -159,7 +165,9 @@ class _AclTestCase(unittest.TestCase):
     user: AclClientRPCHook
 
     def setUp(self) -> None:
-        from twisted.internet import reactor  # tests own the reactor; library code never does
+        from twisted.internet import (
+            reactor,  # tests own the reactor; library code never does
+        )
 
         self.reactor: Any = reactor
         self.as_admin = self.client(self.admin)
@@ -182,17 +190,8 @@ class _AclTestCase(unittest.TestCase):
         err = yield self.assertFailure(d, BrokerResponseError)
         return err
 
-    @defer.inlineCallbacks
     def wait_until(self, probe: Any, what: str, timeout: float = 30.0) -> Any:
-        """Call the Deferred-returning ``probe`` until it yields a truthy value (bounded)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = yield probe()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout} s waiting for {what}")
-            yield task.deferLater(self.reactor, 0.2, lambda: None)
+        return wait_until(self.reactor, probe, what, timeout)
 
     @staticmethod
     def topic_header(topic: str) -> CreateTopicRequestHeader:

@@ -18,7 +18,8 @@ import uuid
 from typing import Any
 
 import pytest
-from twisted.internet import defer, task
+from polling import wait_until
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from rmqwire.codec import RemotingCommand, ResponseCode, SerializeType
@@ -44,7 +45,13 @@ from rmqwire.codec.commands import (
     build_subscription_data,
 )
 from rmqwire.codec.ids import UniqueIdGenerator, parse_offset_msg_id
-from rmqwire.codec.message import Message, PropertyKey, decode_messages, encode_batch, encode_properties
+from rmqwire.codec.message import (
+    Message,
+    PropertyKey,
+    decode_messages,
+    encode_batch,
+    encode_properties,
+)
 from rmqwire.errors import RemotingTimeoutError, TopicNotExistError
 from rmqwire.model import ConsumeFromWhere, ConsumeType, MessageModel
 from rmqwire.remoting import RemotingClient, RemotingConfig
@@ -85,7 +92,9 @@ class _ClusterTestCase(unittest.TestCase):
         return jars.DEFAULT_VERSION if self.v4 else self.cluster.version
 
     def setUp(self) -> None:
-        from twisted.internet import reactor  # tests own the reactor; library code never does
+        from twisted.internet import (
+            reactor,  # tests own the reactor; library code never does
+        )
 
         self.reactor: Any = reactor
         self.config = RemotingConfig(serialize_type=self.serialize_type, call_timeout=TIMEOUT)
@@ -105,17 +114,8 @@ class _ClusterTestCase(unittest.TestCase):
     def broker(self) -> str:
         return self.cluster.broker_addr
 
-    @defer.inlineCallbacks
     def wait_until(self, probe: Any, what: str, timeout: float = 30.0) -> Any:
-        """Call the Deferred-returning ``probe`` until it yields a truthy value (bounded)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = yield probe()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout} s waiting for {what}")
-            yield task.deferLater(self.reactor, 0.2, lambda: None)
+        return wait_until(self.reactor, probe, what, timeout)
 
     @defer.inlineCallbacks
     def create_topic(self, topic: str, queues: int = 4) -> Any:

@@ -107,12 +107,10 @@ class Command:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "code" not in cls.__dict__:
-            if not hasattr(cls, "code"):
-                return  # an abstract family base
-            cls.codes = (cls.code,) if "codes" not in cls.__dict__ else cls.codes
-        elif "codes" not in cls.__dict__:
-            cls.codes = (cls.code,)
+        if not hasattr(cls, "code"):
+            return  # an abstract family base
+        if "codes" not in cls.__dict__:
+            cls.codes = (cls.code,)  # a subclass for another code does not inherit its parent's
         cls.code = int(cls.code)
         cls.codes = tuple(int(c) for c in cls.codes)
         if cls.code not in cls.codes:
