@@ -26,7 +26,7 @@ from twisted.python.failure import Failure
 from rmqwire.codec.codes import code_name
 from rmqwire.codec.commands import Command, Response
 from rmqwire.codec.frame import RemotingCommand
-from rmqwire.errors import RemotingConnectError, RemotingTimeoutError
+from rmqwire.errors import LocalProtocolError, RemotingConnectError, RemotingTimeoutError
 from rmqwire.remoting.config import RemotingConfig
 from rmqwire.remoting.dispatcher import Dispatcher, Handler, Processor
 from rmqwire.remoting.protocol import RemotingProtocol, drain
@@ -177,6 +177,8 @@ class RemotingClient(Service):
         ``header`` is a header object or a mapping of its fields; ``fields`` are header fields as
         keyword arguments. ``timeout`` defaults to ``config.call_timeout``.
         """
+        if command.oneway:
+            return defer.fail(LocalProtocolError(f"{command.describe()} is oneway: use oneway()"))
         try:
             request = self._request(command, header, body, fields)
         except Exception as e:

@@ -12,7 +12,7 @@ Body types: ``None`` (no body), ``bytes`` (raw: message bodies, batches, pulled 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from rmqwire.codec.body import FastjsonBody
@@ -136,23 +136,21 @@ class Command:
     # ---- the requesting side -------------------------------------------------------------------
 
     @classmethod
-    def make_header(cls, header: Any = None, **kwargs: Any) -> CommandHeader | None:
-        """A header object from an instance, a mapping of attribute names, or keyword arguments."""
-        if header is not None and kwargs:
-            raise TypeError(f"{cls.__name__}: give a header object or keyword fields, not both")
-        if header is None and not kwargs:
-            return None if cls.header is None else cls.header()
+    def make_header(cls, header: Any = None, **fields: Any) -> CommandHeader | None:
+        """A header object from an instance, a mapping of attribute names, or keyword fields."""
+        if header is not None and fields:
+            raise TypeError(f"{cls.__name__}: give a header (or mapping) or keyword fields, not both")
         if cls.header is None:
-            raise TypeError(f"{cls.describe()} has no request header")
+            if header is not None or fields:
+                raise TypeError(f"{cls.describe()} has no request header")
+            return None
         if isinstance(header, CommandHeader):
             if not isinstance(header, cls.header):
                 raise TypeError(
                     f"{cls.describe()} takes a {cls.header.__name__}, got {type(header).__name__}"
                 )
             return header
-        fields = dict(header) if isinstance(header, Mapping) else {}
-        fields.update(kwargs)
-        return cls.header(**fields)
+        return cls.header(**(dict(header) if header is not None else fields))
 
     @classmethod
     def request(

@@ -38,6 +38,7 @@ from rmqwire.codec.commands import (
 from rmqwire.errors import (
     BrokerResponseError,
     ConnectionLostError,
+    LocalProtocolError,
     MissingHeaderFieldError,
     RemotingConnectError,
     RemotingTimeoutError,
@@ -461,6 +462,15 @@ def test_wrong_header_type_or_both_forms_fail_locally() -> None:
     _sync.failureResultOf(w.client.call(ADDR, GetRouteInfo, {"topic": "A"}, topic="B"), TypeError)
     assert w.reactor.tcpClients == []
 
+
+
+def test_call_on_a_oneway_command_fails_locally() -> None:
+    w = World()
+    f = _sync.failureResultOf(
+        w.client.call(ADDR, NotifyConsumerIdsChanged, consumer_group="g"), LocalProtocolError
+    )
+    assert "use oneway()" in str(f.value)
+    assert w.reactor.tcpClients == []
 
 def test_typed_call_timeout() -> None:
     w = World()
