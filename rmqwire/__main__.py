@@ -1,7 +1,10 @@
 """``python -m rmqwire``: the main job.
 
-Until the standalone NameServer + Broker land, the main job demonstrates the codec: it builds the
-GET_ROUTEINFO_BY_TOPIC request a Java client sends, in both serialize types, and decodes it back.
+- ``rmqwire namesrv [-c namesrv.properties] [-p]``: a NameServer (``mqnamesrv``'s options: ``-c``
+  a properties file with the official keys, ``-p`` print the effective config and exit); it stops
+  cleanly on SIGTERM / SIGINT.
+- ``rmqwire demo``: builds the GET_ROUTEINFO_BY_TOPIC request a Java client sends, in both
+  serialize types, and decodes it back.
 """
 
 from __future__ import annotations
@@ -35,12 +38,71 @@ def demo(topic: str) -> int:
     return 0
 
 
+def namesrv(config_file: str | None, print_config: bool, log_level: str) -> int:
+    """Run a NameServer until SIGTERM / SIGINT (or print its config with ``-p``)."""
+    from rmqwire.server.namesrv import KVConfigError, NamesrvSettings
+
+    try:
+        settings = NamesrvSettings.load(config_file)
+    except OSError as e:
+        print(f"cannot read {config_file}: {e}", file=sys.stderr)
+        return 255
+    if config_file is not None:
+        print(f"load config properties file OK, {config_file}", flush=True)
+    if settings.ignored:
+        print(f"ignored config values that do not parse: {', '.join(settings.ignored)}",
+              file=sys.stderr)
+    if print_config:
+        settings.print_config(sys.stdout)
+        return 0
+
+    # Entry points alone resolve the global reactor.
+    from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
+    from twisted.logger import (
+        FilteringLogObserver,
+        LogLevel,
+        LogLevelFilterPredicate,
+        globalLogBeginner,
+        textFileLogObserver,
+    )
+
+    from rmqwire.server.namesrv import NameServer
+
+    predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.levelWithName(log_level))
+    globalLogBeginner.beginLoggingTo(
+        [FilteringLogObserver(textFileLogObserver(sys.stderr), [predicate])],
+        redirectStandardIO=False,
+    )
+    server = NameServer(reactor, settings)
+    try:
+        server.startService()
+    except (CannotListenError, KVConfigError) as e:
+        print(f"the NameServer did not start: {e}", file=sys.stderr)
+        return 1
+    print(f"The Name Server boot success. serializeType=JSON, address "
+          f"{settings.server.bind_address}:{server.port}", flush=True)
+    # reactor.run() turns SIGTERM / SIGINT into reactor.stop(); the service stops before shutdown.
+    reactor.addSystemEventTrigger("before", "shutdown", server.stopService)
+    reactor.run()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rmqwire", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     p_demo = sub.add_parser("demo", help="encode and decode a GET_ROUTEINFO_BY_TOPIC frame")
     p_demo.add_argument("--topic", default="TopicTest")
+    p_ns = sub.add_parser("namesrv", help="run a NameServer (mqnamesrv)")
+    p_ns.add_argument("-c", "--configFile", dest="config_file",
+                      help="NameServer config properties file (the official keys)")
+    p_ns.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
+                      help="print all config items and exit")
+    p_ns.add_argument("--log-level", default="info",
+                      choices=["debug", "info", "warn", "error", "critical"])
     args = parser.parse_args(argv)
+    if args.command == "namesrv":
+        return namesrv(args.config_file, args.print_config, args.log_level)
     return demo(getattr(args, "topic", "TopicTest"))
 
 

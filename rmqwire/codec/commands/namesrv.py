@@ -11,6 +11,7 @@ from typing import Any
 from rmqwire.codec import fastjson
 from rmqwire.codec.body import (
     _STR,
+    LONG_KEY,
     STR_KEY,
     STRING,
     FastjsonBody,
@@ -360,3 +361,69 @@ class GetBrokerMemberGroup(Command):
     code = RequestCode.GET_BROKER_MEMBER_GROUP
     header = GetBrokerMemberGroupRequestHeader
     response_body = bytes
+
+
+# ---- added for the NameServer (issue 10) ------------------------------------------------------
+
+
+@dataclass
+class BrokerMemberGroup(FastjsonBody):
+    """The addresses of one broker name: GET_BROKER_MEMBER_GROUP's answer."""
+
+    cluster: str | None = prop("cluster", STRING)
+    broker_name: str | None = prop("brokerName", STRING)
+    broker_addrs: dict[int, str] | None = prop(
+        "brokerAddrs", map_of(LONG_KEY, STRING), factory=dict
+    )
+
+
+@dataclass
+class GetBrokerMemberGroupResponseBody(FastjsonBody):
+    broker_member_group: BrokerMemberGroup | None = prop(
+        "brokerMemberGroup", body_of(BrokerMemberGroup)
+    )
+
+
+class GetUnitTopicList(Command):
+    code = RequestCode.GET_UNIT_TOPIC_LIST
+    response_body = TopicList
+
+
+class GetHasUnitSubTopicList(Command):
+    code = RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST
+    response_body = TopicList
+
+
+class GetHasUnitSubUnUnitTopicList(Command):
+    code = RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST
+    response_body = TopicList
+
+
+class UpdateNamesrvConfig(Command):
+    """Body: ``java.util.Properties`` text (``key=value`` lines, UTF-8)."""
+
+    code = RequestCode.UPDATE_NAMESRV_CONFIG
+    body = bytes
+
+
+class GetNamesrvConfig(Command):
+    """Answer body: every config item as sorted ``key=value`` lines (UTF-8), or none."""
+
+    code = RequestCode.GET_NAMESRV_CONFIG
+    response_body = bytes
+
+
+class NotifyMinBrokerIdChangeRequestHeader(CommandHeader):
+    min_broker_id: int | None = jfield("Long")
+    broker_name: str | None = jfield("String")
+    min_broker_addr: str | None = jfield("String")
+    offline_broker_addr: str | None = jfield("String")
+    ha_broker_addr: str | None = jfield("String")
+
+
+class NotifyMinBrokerIdChange(Command):
+    """NameServer -> broker, oneway (only with the NameServer's notifyMinBrokerIdChanged)."""
+
+    code = RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE
+    header = NotifyMinBrokerIdChangeRequestHeader
+    oneway = True

@@ -1,0 +1,84 @@
+"""The iteration order of Java's hash tables, so our bodies list things in the order Java's do.
+
+A Java client keeps the order of the lists it receives (``queueDatas``, ``brokerDatas``) and
+``mqadmin topicRoute`` prints them, so rmqwire lists a topic's brokers in the order the official
+NameServer's ``HashMap`` / ``HashSet`` would. Java iterates a hash table bucket by bucket; the
+bucket of a key is ``spread(hashCode) & (capacity - 1)`` and a bucket keeps insertion order
+(resizing splits buckets without reordering them). Treeified buckets (8+ colliding keys in a
+table of 64+) are not modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from rmqwire.codec.java import java_string_hash
+
+K = TypeVar("K")
+
+_MIN_CAPACITY = 16
+
+
+def java_long_hash(v: int) -> int:
+    """``Long.hashCode``: the two 32-bit halves xor-ed, as a signed int."""
+    v &= 0xFFFFFFFFFFFFFFFF
+    h = (v ^ (v >> 32)) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def _bucket(h: int, capacity: int) -> int:
+    h &= 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def hashmap_capacity(size: int, initial: int = _MIN_CAPACITY) -> int:
+    """The table size of a ``HashMap`` grown by puts to ``size`` entries (resize past 3/4 full)."""
+    cap = initial
+    while size > cap * 3 // 4:
+        cap *= 2
+    return cap
+
+
+def copy_capacity(size: int) -> int:
+    """The table size of ``new HashSet<>(collection)`` / ``new HashMap<>(map)`` of ``size``."""
+    want = max(int(size / 0.75) + 1, _MIN_CAPACITY)
+    cap = 1
+    while cap < want:
+        cap *= 2
+    return cap
+
+
+def concurrent_capacity(size: int, initial: int = _MIN_CAPACITY) -> int:
+    """The table size of a ``ConcurrentHashMap`` grown to ``size`` (resize at 3/4 full)."""
+    cap = initial
+    while size >= cap - (cap >> 2):
+        cap *= 2
+    return cap
+
+
+def concurrent_initial(initial_capacity: int) -> int:
+    """Table size of ``new ConcurrentHashMap<>(n)`` (it sizes for n * 1.5 + 1)."""
+    want = initial_capacity + (initial_capacity >> 1) + 1
+    cap = 1
+    while cap < want:
+        cap *= 2
+    return cap
+
+
+def java_order(
+    keys: Iterable[K], capacity: int, hash_fn: Callable[[K], int] = java_string_hash  # type: ignore[assignment]
+) -> list[K]:
+    """``keys`` (in insertion order) in the order a Java table of ``capacity`` iterates them."""
+    return sorted(keys, key=lambda k: _bucket(hash_fn(k), capacity))
+
+
+def hashmap_order(keys: Iterable[K], hash_fn: Callable[[K], int] = java_string_hash) -> list[K]:  # type: ignore[assignment]
+    """Iteration order of a ``HashMap``/``HashSet`` filled by puts in the given order."""
+    keys = list(keys)
+    return java_order(keys, hashmap_capacity(len(keys)), hash_fn)
+
+
+def long_key_order(keys: Iterable[int]) -> list[int]:
+    """Iteration order of a ``HashMap<Long, ?>`` filled in the given order."""
+    return hashmap_order(keys, java_long_hash)
