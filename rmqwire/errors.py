@@ -77,7 +77,35 @@ class RemotingTooManyRequestsError(RemotingError):
 
 
 class MQClientError(RmqwireError):
-    """Local misuse of the client API (bad topic name, oversized message, ...)."""
+    """Local misuse of the client API (bad topic name, oversized message, ...), or a client
+    operation that gave up (Java ``MQClientException``).
+
+    ``response_code`` is Java's: a ResponseCode (e.g. 13 MESSAGE_ILLEGAL for a bad message), a
+    ``ClientErrorCode`` (10001..10007), or -1. The last cause of a failed send is ``__cause__``.
+    """
+
+    def __init__(self, message: str = "", *, response_code: int = -1) -> None:
+        super().__init__(message)
+        self.response_code = response_code
+
+
+class ClientErrorCode:
+    """Java ``ClientErrorCode``: response codes of client-side failures."""
+
+    CONNECT_BROKER_EXCEPTION = 10001
+    ACCESS_BROKER_TIMEOUT = 10002
+    BROKER_NOT_EXIST_EXCEPTION = 10003
+    NO_NAME_SERVER_EXCEPTION = 10004
+    NOT_FOUND_TOPIC_EXCEPTION = 10005
+    REQUEST_TIMEOUT_EXCEPTION = 10006
+    CREATE_REPLY_MESSAGE_EXCEPTION = 10007
+
+
+class RequestTimeoutError(MQClientError):
+    """A request-reply message was sent but no reply came in time (Java ``RequestTimeoutException``)."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, response_code=ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION)
 
 
 class BrokerResponseError(RmqwireError):
@@ -118,6 +146,10 @@ class BrokerResponseError(RmqwireError):
 
 _BY_CODE: dict[int, type[BrokerResponseError]] = {}
 
+#: Java's ``MQBrokerException`` (response code + remark): the producer raises the typed
+#: BrokerResponseError of the code, with ``broker_addr`` set to the broker that answered.
+MQBrokerError = BrokerResponseError
+
 
 class UnknownResponseCodeError(BrokerResponseError):
     """A response code rmqwire does not know; ``code`` keeps the number."""
@@ -146,9 +178,9 @@ def _code_name(code: int) -> str | None:
         return None
 
 
-# ---- one class per ResponseCode: CamelCase of the Java name + "Error" (SYSTEM_ERROR is
-# BrokerSystemError, clear of the builtin); tests/unit/test_errors.py keeps this in step with
-# rmqwire.codec.codes.ResponseCode. 4.9.8 used 209..211 for ACL admin failures; the 5.x names win here.
+# ---- one class per ResponseCode: CamelCase of the Java name, plus "Error" unless it already ends
+# so (SYSTEM_ERROR is BrokerSystemError, clear of the builtin); tests/unit/test_errors.py keeps this
+# in step with rmqwire.codec.codes.ResponseCode. 4.9.8 used 209..211 for ACL admin failures; the 5.x names win here.
 
 class RpcTimeOutError(BrokerResponseError, code=-1006): ...
 class RpcSendToChannelFailedError(BrokerResponseError, code=-1004): ...

@@ -1,0 +1,888 @@
+"""The Twisted producer core: every send mode of Java's ``DefaultMQProducer``, as Deferreds.
+
+Behaviour of ``DefaultMQProducerImpl`` / ``MQClientAPIImpl`` (5.3.3):
+
+- ``send`` (Java's sync send): route lookup as ``tryToFindTopicPublishInfo`` (cache, else the
+  NameServer, else the TBW102 route for auto-creation), then up to 1 + ``retry_times_when_send_
+  failed`` attempts, each on a queue picked by ``MQFaultStrategy`` (another broker than the last
+  attempt's), all within one ``send_msg_timeout`` budget. A remoting failure or a response code in
+  ``retry_response_codes`` tries again; any other broker error is raised at once. When every
+  attempt failed: ``MQClientError("Send [n] times, still failed, ...")`` whose ``__cause__`` is the
+  last error; a spent budget: ``RemotingTimeoutError("sendDefaultImpl call timeout")``.
+- ``send_async``: one attempt; a transport failure retries (``retry_times_when_send_async_failed``
+  times, on another broker when there is one) as ``onExceptionImpl``; a broker error does not.
+  At most ``max_inflight_async`` are pending (Java's async semaphore; waiting counts against the
+  timeout).
+- ``send_oneway``: one attempt, nothing awaited but the write; at most ``max_inflight_oneway``
+  waiting for a full connection to drain.
+- ``queue=``: that queue only, no retry; ``selector=``: ``selector(queues, message, arg)`` picks a
+  queue of the route (ordered messages), no retry; a list of messages: one SEND_BATCH_MESSAGE.
+
+Each message gets its UNIQ_KEY (Java's id layout) once, on the caller's Message, so ``msg_id`` is
+the same on every attempt; bodies of at least ``compress_msg_body_over_howmuch`` bytes are sent
+compressed (zlib level 5 by default, lz4/zstd selectable) with Java's sysFlag bits; the caller's
+body is never changed. Validation (``rmqwire.client.validators``) fails before anything is sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from rmqwire.client.config import ClientConfig, with_namespace, without_namespace
+from rmqwire.client.config import RETRY_GROUP_TOPIC_PREFIX
+from rmqwire.client.instance import ClientInstance, ClientManager, suggest_todo
+from rmqwire.client.message import (
+    REPLY_MESSAGE_FLAG,
+    Message,
+    SendResult,
+    SendStatus,
+)
+from rmqwire.client.producer.selector import (
+    LATENCY_MAX,
+    NOT_AVAILABLE_DURATION,
+    MessageQueueSelector,
+    MQFaultStrategy,
+)
+from rmqwire.client.route import TopicPublishInfo
+from rmqwire.client.validators import (
+    CLIENT_INNER_PRODUCER_GROUP,
+    check_message,
+    check_producer_group,
+)
+from rmqwire.codec.codes import ResponseCode
+from rmqwire.codec.commands import Response
+from rmqwire.codec.commands.send import (
+    SendBatchMessage,
+    SendMessage,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageV2,
+    SendReplyMessage,
+    SendReplyMessageV2,
+)
+from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
+from rmqwire.codec.message import (
+    CompressionType,
+    MessageExt,
+    MessageSysFlag,
+    PropertyKey,
+    compress,
+    encode_batch,
+    encode_properties,
+)
+from rmqwire.codec.message import Message as CodecMessage
+from rmqwire.errors import (
+    BrokerResponseError,
+    ClientErrorCode,
+    MQClientError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeoutError,
+    RemotingTooManyRequestsError,
+)
+from rmqwire.model import MessageQueue
+
+#: Java ``DefaultMQProducer.retryResponseCodes``.
+RETRY_RESPONSE_CODES = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST,
+    ResponseCode.SERVICE_NOT_AVAILABLE,
+    ResponseCode.SYSTEM_ERROR,
+    ResponseCode.SYSTEM_BUSY,
+    ResponseCode.NO_PERMISSION,
+    ResponseCode.NO_BUYER_ID,
+    ResponseCode.NOT_IN_CURRENT_UNIT,
+    ResponseCode.GO_AWAY,
+})
+
+_STATUS_OF = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+_TRAN_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
+
+
+class CommunicationMode(enum.Enum):
+    SYNC = "SYNC"
+    ASYNC = "ASYNC"
+    ONEWAY = "ONEWAY"
+
+
+class ServiceState(enum.Enum):
+    CREATE_JUST = "CREATE_JUST"
+    RUNNING = "RUNNING"
+    SHUTDOWN_ALREADY = "SHUTDOWN_ALREADY"
+    START_FAILED = "START_FAILED"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerConfig:
+    """Java ``DefaultMQProducer`` options in snake_case, with Java's defaults (times in ms)."""
+
+    send_msg_timeout: int = 3000
+    retry_times_when_send_failed: int = 2
+    retry_times_when_send_async_failed: int = 2
+    retry_another_broker_when_not_store_ok: bool = False
+    compress_msg_body_over_howmuch: int = 4096
+    compress_type: CompressionType | str = CompressionType.ZLIB
+    compress_level: int = 5
+    max_message_size: int = 4 * 1024 * 1024
+    default_topic_queue_nums: int = 4
+    create_topic_key: str = "TBW102"
+    send_latency_fault_enable: bool = False
+    latency_max: tuple[int, ...] = LATENCY_MAX
+    not_available_duration: tuple[int, ...] = NOT_AVAILABLE_DURATION
+    retry_response_codes: frozenset[int] = RETRY_RESPONSE_CODES
+    #: per-attempt cap while retries remain (-1: none), Java ``sendMsgMaxTimeoutPerRequest``
+    send_msg_max_timeout_per_request: int = -1
+    #: SEND_MESSAGE_V2 (Java ``sendSmartMsg``, default true); False sends SEND_MESSAGE (V1)
+    send_smart_msg: bool = True
+    max_inflight_async: int = 65535
+    max_inflight_oneway: int = 65535
+
+    def __post_init__(self) -> None:
+        ct = self.compress_type
+        object.__setattr__(
+            self, "compress_type",
+            CompressionType.of(ct) if isinstance(ct, str) else CompressionType(ct),
+        )
+        object.__setattr__(self, "retry_response_codes", frozenset(int(c) for c in self.retry_response_codes))
+        if self.send_msg_timeout <= 0:
+            raise ValueError(f"send_msg_timeout must be positive, got {self.send_msg_timeout}")
+        if self.retry_times_when_send_failed < 0 or self.retry_times_when_send_async_failed < 0:
+            raise ValueError("retry times must not be negative")
+        if self.max_inflight_async < 1 or self.max_inflight_oneway < 1:
+            raise ValueError("in-flight limits must be at least 1")
+
+
+_CLIENT_FIELDS = frozenset(f.name for f in dataclasses.fields(ClientConfig))
+_PRODUCER_FIELDS = frozenset(f.name for f in dataclasses.fields(ProducerConfig))
+
+
+def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Keyword options -> (ClientConfig fields, ProducerConfig fields); TypeError for others."""
+    unknown = set(options) - _CLIENT_FIELDS - _PRODUCER_FIELDS
+    if unknown:
+        raise TypeError(f"unknown producer option(s): {', '.join(sorted(unknown))}")
+    client = {k: v for k, v in options.items() if k in _CLIENT_FIELDS}
+    producer = {k: v for k, v in options.items() if k in _PRODUCER_FIELDS}
+    return client, producer
+
+
+class _Semaphore:
+    """A counting semaphore whose waits can be cancelled (a timed-out send gives up its turn)."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+        self._waiting: list[Deferred[None]] = []
+
+    def acquire(self) -> Deferred[None] | None:
+        """None when a token was taken at once; else a Deferred that fires with it."""
+        if self.tokens > 0:
+            self.tokens -= 1
+            return None
+        d: Deferred[None] = Deferred(canceller=lambda d: self._waiting.remove(d) if d in self._waiting else None)
+        self._waiting.append(d)
+        return d
+
+    def release(self) -> None:
+        if self._waiting:
+            self._waiting.pop(0).callback(None)
+        else:
+            self.tokens += 1
+
+
+class _Batch(CodecMessage):
+    """A batch as one message (Java ``MessageBatch``): the encoded batch body, the batch's own
+    WAIT and UNIQ_KEY properties, and the messages it holds."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, topic: str, body: bytes, properties: dict[str, str], messages: list[CodecMessage]) -> None:
+        super().__init__(topic=topic, body=body, flag=0, properties=properties)
+        self.messages = messages
+
+
+def _bounded(reactor: Any, d: Deferred[Any], seconds: float, what: str) -> Deferred[Any]:
+    """``d`` with a deadline: cancelled and failed with RemotingTooManyRequestsError after it."""
+    if d.called:
+        return d
+    call = reactor.callLater(max(seconds, 0), d.cancel)
+
+    def settle(result: Any) -> Any:
+        if call.active():
+            call.cancel()
+        elif isinstance(result, Failure) and result.check(defer.CancelledError):
+            raise RemotingTooManyRequestsError(what)
+        return result
+
+    return d.addBoth(settle)
+
+
+def _release(result: Any, tokens: _Semaphore) -> Any:
+    tokens.release()
+    return result
+
+
+class Producer:
+    """The producer core (Java ``DefaultMQProducer`` + ``DefaultMQProducerImpl``).
+
+    ``Producer(reactor, "group", namesrv_addr="127.0.0.1:9876", **options)``; options are the
+    fields of ``ClientConfig`` and ``ProducerConfig`` (or pass ``client_config``/``config``).
+    Producers sharing a ``manager`` and a client id share one ``ClientInstance``; without a
+    manager every producer gets its own.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        reactor: Any,
+        group: str,
+        *,
+        namesrv_addr: str | Sequence[str] | None = None,
+        client_config: ClientConfig | None = None,
+        config: ProducerConfig | None = None,
+        manager: ClientManager | None = None,
+        **options: Any,
+    ) -> None:
+        client_opts, producer_opts = split_options(options)
+        if namesrv_addr is not None:
+            client_opts["namesrv_addr"] = namesrv_addr
+        cc = client_config or ClientConfig()
+        self.client_config = cc.replace(**client_opts) if client_opts else cc
+        pc = config or ProducerConfig()
+        self.config = dataclasses.replace(pc, **producer_opts) if producer_opts else pc
+        self.reactor = reactor
+        self.group = group
+        self.manager = manager if manager is not None else ClientManager(reactor)
+        self.instance: ClientInstance | None = None
+        self.state = ServiceState.CREATE_JUST
+        self.publish_info: dict[str, TopicPublishInfo] = {}
+        self.fault_strategy = MQFaultStrategy(
+            send_latency_fault_enable=self.config.send_latency_fault_enable,
+            latency_max=self.config.latency_max,
+            not_available_duration=self.config.not_available_duration,
+            clock=self._now_ms,
+        )
+        self._async_tokens = _Semaphore(self.config.max_inflight_async)
+        self._oneway_tokens = _Semaphore(self.config.max_inflight_oneway)
+        self._namespace = self.client_config.namespace
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def namespaced_group(self) -> str:
+        return with_namespace(self._namespace, self.group)
+
+    def start(self) -> Deferred[None]:
+        """Register with the client instance (starting it) and announce the group to brokers."""
+        if self.state is not ServiceState.CREATE_JUST:
+            return defer.fail(MQClientError(
+                f"The producer service state not OK, maybe started once, {self.state.value}"
+                + suggest_todo()))
+        self.state = ServiceState.START_FAILED
+        try:
+            check_producer_group(self.group)
+            instance = self.manager.instance_for(self.client_config)
+            if not instance.register_producer(self.namespaced_group, self):
+                self.state = ServiceState.CREATE_JUST
+                raise MQClientError(
+                    f"The producer group[{self.group}] has been created before, specify another "
+                    "name please." + suggest_todo())
+        except Exception as e:
+            return defer.fail(e)
+        self.instance = instance
+        instance.startService()
+        self.state = ServiceState.RUNNING
+        self.log.info("the producer [{group}] start OK", group=self.group)
+        return instance.send_heartbeat_to_all_brokers().addCallback(lambda _: None)
+
+    def shutdown(self) -> Deferred[None]:
+        """Unregister from every broker (UNREGISTER_CLIENT) and stop the instance if unused."""
+        if self.state is not ServiceState.RUNNING or self.instance is None:
+            self.state = ServiceState.SHUTDOWN_ALREADY if self.state is ServiceState.RUNNING else self.state
+            return defer.succeed(None)
+        self.state = ServiceState.SHUTDOWN_ALREADY
+        instance = self.instance
+        d = instance.unregister_producer(self.namespaced_group)
+        d.addCallback(lambda _: self.manager.release(instance))
+        return d.addCallback(lambda _: self.log.info("the producer [{group}] shutdown OK", group=self.group))
+
+    # ---- ProducerMember ------------------------------------------------------------------------
+
+    def publish_topics(self) -> Iterable[str]:
+        return list(self.publish_info)
+
+    def is_publish_topic_need_update(self, topic: str) -> bool:
+        info = self.publish_info.get(topic)
+        return info is None or not info.ok()
+
+    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None:
+        if topic is not None and info is not None:
+            self.publish_info[topic] = info
+
+    def check_transaction_state(
+        self, addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
+        self.log.warn("CheckTransactionState for group {group}, but this is not a transaction "
+                      "producer", group=self.group)
+
+    # ---- public send API -----------------------------------------------------------------------
+
+    def send(
+        self,
+        msg: CodecMessage | Sequence[CodecMessage],
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> Deferred[SendResult]:
+        """Java's sync send (the retry loop); fires with the SendResult. ``timeout`` in seconds
+        (default ``send_msg_timeout``)."""
+        return self._send(msg, CommunicationMode.SYNC, queue, selector, arg, timeout)
+
+    def send_async(
+        self,
+        msg: CodecMessage | Sequence[CodecMessage],
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> Deferred[SendResult]:
+        """Java's async send (transport failures retried as ``onExceptionImpl``, capped in flight)."""
+        return self._send(msg, CommunicationMode.ASYNC, queue, selector, arg, timeout)
+
+    def send_oneway(
+        self,
+        msg: CodecMessage | Sequence[CodecMessage],
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> Deferred[None]:
+        """Write the message without waiting for an answer; fires once written."""
+        return self._send(msg, CommunicationMode.ONEWAY, queue, selector, arg, None)
+
+    # ---- internals: entry ----------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return int(self.reactor.seconds() * 1000)
+
+    def _send(
+        self,
+        msg: CodecMessage | Sequence[CodecMessage],
+        mode: CommunicationMode,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        timeout: float | None,
+    ) -> Deferred[Any]:
+        begin = self._now_ms()
+        timeout_ms = self.config.send_msg_timeout if timeout is None else int(timeout * 1000)
+        try:
+            if queue is not None and selector is not None:
+                raise TypeError("give queue or selector, not both")
+            self._make_sure_state_ok()
+            if not isinstance(msg, CodecMessage):
+                msg = self._batch(msg)
+            check_message(msg, self.config.max_message_size)
+            if self._namespace:
+                msg.topic = with_namespace(self._namespace, msg.topic)
+        except Exception as e:
+            return defer.fail(e)
+        if mode is CommunicationMode.SYNC:
+            return self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
+        tokens = self._async_tokens if mode is CommunicationMode.ASYNC else self._oneway_tokens
+        wait = tokens.acquire()
+        if wait is None:
+            d = self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
+            return d.addBoth(_release, tokens)
+        remaining = (timeout_ms - (self._now_ms() - begin)) / 1000
+        what = "send message tryAcquire semaphoreAsyncNum timeout"
+        d = _bounded(self.reactor, wait, remaining, what)
+
+        def acquired(_: None) -> Deferred[Any]:
+            # the token is ours from here on: give it back however the send ends
+            return self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms).addBoth(
+                _release, tokens)
+
+        return d.addCallback(acquired)
+
+    def _dispatch(
+        self,
+        msg: CodecMessage,
+        mode: CommunicationMode,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        begin: int,
+        timeout_ms: int,
+    ) -> Deferred[Any]:
+        try:
+            if queue is not None:
+                return self._send_to_queue(msg, mode, queue, begin, timeout_ms)
+            if selector is not None:
+                return self._send_select(msg, mode, selector, arg, begin, timeout_ms)
+            return _DefaultSend(self, msg, mode, begin, timeout_ms).start()
+        except Exception:
+            return defer.fail()
+
+    def _make_sure_state_ok(self) -> None:
+        if self.state is not ServiceState.RUNNING:
+            raise MQClientError(
+                f"The producer service state not OK, {self.state.value}" + suggest_todo()
+            )
+
+    def _batch(self, messages: Sequence[CodecMessage]) -> _Batch:
+        """Java ``DefaultMQProducer.batch`` + ``MessageBatch.generateFromList``."""
+        msgs = list(messages)
+        if not msgs:
+            raise MQClientError("Failed to initiate the MessageBatch: the batch is empty")
+        first = msgs[0]
+        for m in msgs:
+            if not isinstance(m, CodecMessage):
+                raise MQClientError(f"Failed to initiate the MessageBatch: {type(m).__name__} is not a Message")
+            if m.delay_time_level > 0:
+                raise MQClientError("Failed to initiate the MessageBatch: TimeDelayLevel is not "
+                                    "supported for batching")
+            if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                raise MQClientError("Failed to initiate the MessageBatch: Retry Group is not "
+                                    "supported for batching")
+            if m.topic != first.topic:
+                raise MQClientError("Failed to initiate the MessageBatch: The topic of the "
+                                    "messages in one batch should be the same")
+            if m.wait_store_msg_ok != first.wait_store_msg_ok:
+                raise MQClientError("Failed to initiate the MessageBatch: The waitStoreMsgOK of "
+                                    "the messages in one batch should the same")
+        instance = self._instance()
+        for m in msgs:
+            check_message(m, self.config.max_message_size)
+            if PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m.properties:
+                m.properties[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = instance.unique_ids.next_id()
+            if self._namespace:
+                m.topic = with_namespace(self._namespace, m.topic)
+        props = {
+            PropertyKey.WAIT_STORE_MSG_OK: "true" if first.wait_store_msg_ok else "false",
+            PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: instance.unique_ids.next_id(),
+        }
+        return _Batch(first.topic, encode_batch(msgs), props, msgs)
+
+    def _instance(self) -> ClientInstance:
+        if self.instance is None:
+            raise MQClientError(f"The producer service state not OK, {self.state.value}")
+        return self.instance
+
+    # ---- internals: routes ---------------------------------------------------------------------
+
+    def find_publish_info(self, topic: str) -> Deferred[TopicPublishInfo]:
+        """Java ``tryToFindTopicPublishInfo``: the cache, else the NameServer, else TBW102's route."""
+        info = self.publish_info.get(topic)
+        if info is not None and info.ok():
+            return defer.succeed(info)
+        if info is None:
+            self.publish_info[topic] = TopicPublishInfo(topic)
+        instance = self._instance()
+
+        def after_lookup(_: bool) -> Any:
+            info = self.publish_info[topic]
+            if info.have_topic_router_info or info.ok():
+                return info
+            d = instance.update_topic_route(
+                topic, default_topic_queue_nums=self.config.default_topic_queue_nums
+            )
+            return d.addCallback(lambda _: self.publish_info[topic])
+
+        return instance.update_topic_route(topic).addCallback(after_lookup)
+
+    def _no_route(self, topic: str) -> MQClientError:
+        instance = self._instance()
+        if not instance.namesrv_addrs:
+            return MQClientError("No name server address, please set it." + suggest_todo(),
+                                 response_code=ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
+        return MQClientError(
+            f"No route info of this topic: {topic}" + suggest_todo(),
+            response_code=ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
+        )
+
+    # ---- internals: queue / selector sends -----------------------------------------------------
+
+    def _send_to_queue(
+        self, msg: CodecMessage, mode: CommunicationMode, queue: MessageQueue, begin: int,
+        timeout_ms: int,
+    ) -> Deferred[Any]:
+        mq = queue
+        if self._namespace:
+            mq = MessageQueue(with_namespace(self._namespace, queue.topic), queue.broker_name,
+                              queue.queue_id)
+        if msg.topic != mq.topic:
+            return defer.fail(MQClientError("message's topic not equal mq's topic"))
+        return self.send_kernel(msg, mq, mode, None, timeout_ms - (self._now_ms() - begin))
+
+    def _send_select(
+        self, msg: CodecMessage, mode: CommunicationMode, selector: MessageQueueSelector, arg: Any,
+        begin: int, timeout_ms: int,
+    ) -> Deferred[Any]:
+        def with_info(info: TopicPublishInfo | None) -> Deferred[Any]:
+            if info is None or not info.ok():
+                raise MQClientError(f"No route info for this topic, {msg.topic}")
+            ns = self._namespace
+            queues = [MessageQueue(without_namespace(q.topic, ns), q.broker_name, q.queue_id)
+                      for q in info.message_queues]
+            user_msg = Message.of(msg)
+            user_msg.topic = without_namespace(msg.topic, ns)
+            try:
+                chosen = selector(queues, user_msg, arg)
+            except Exception as e:
+                raise MQClientError("select message queue threw exception.") from e
+            if chosen is None:
+                raise MQClientError("select message queue return null.")
+            if ns:
+                chosen = MessageQueue(with_namespace(ns, chosen.topic), chosen.broker_name, chosen.queue_id)
+            cost = self._now_ms() - begin
+            if timeout_ms < cost:
+                raise RemotingTimeoutError("sendSelectImpl call timeout")
+            return self.send_kernel(msg, chosen, mode, None, timeout_ms - cost)
+
+        return self.find_publish_info(msg.topic).addCallback(with_info)
+
+    # ---- internals: one attempt ----------------------------------------------------------------
+
+    def send_kernel(
+        self,
+        msg: CodecMessage,
+        mq: MessageQueue,
+        mode: CommunicationMode,
+        info: TopicPublishInfo | None,
+        timeout_ms: int,
+    ) -> Deferred[Any]:
+        """One send to the master of ``mq``'s broker (Java ``sendKernelImpl``)."""
+        instance = self._instance()
+        addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            d = self.find_publish_info(mq.topic)
+            return d.addCallback(lambda _: self._kernel(msg, mq, mode, info, timeout_ms, self._now_ms()))
+        return self._kernel(msg, mq, mode, info, timeout_ms, self._now_ms(), addr)
+
+    def _kernel(
+        self, msg: CodecMessage, mq: MessageQueue, mode: CommunicationMode,
+        info: TopicPublishInfo | None, timeout_ms: int, begin: int, addr: str | None = None,
+    ) -> Deferred[Any]:
+        instance = self._instance()
+        broker_name = mq.broker_name
+        if addr is None:
+            addr = instance.routes.find_broker_address_in_publish(broker_name)
+            if addr is None:
+                return defer.fail(MQClientError(f"The broker[{broker_name}] not exist"))
+        if self.client_config.vip_channel_enabled:
+            host, _, port = addr.rpartition(":")
+            addr = f"{host}:{int(port) - 2}"
+        props = msg.properties
+        batch = isinstance(msg, _Batch)
+        if not batch and PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+            props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = instance.unique_ids.next_id()
+        if self._namespace:
+            props[PropertyKey.INSTANCE_ID] = self._namespace
+        sys_flag = 0
+        body = msg.body
+        if not batch and len(body) >= self.config.compress_msg_body_over_howmuch:
+            try:
+                body = compress(body, self.config.compress_type, self.config.compress_level)
+                sys_flag = int(MessageSysFlag.COMPRESSED) | self.config.compress_type.flag
+            except Exception as e:  # Java logs and sends uncompressed
+                self.log.error("tryToCompressMessage exception: {e}", e=e)
+                body = msg.body
+        tran = props.get(PropertyKey.TRANSACTION_PREPARED)
+        if tran is not None and tran.lower() == "true":
+            sys_flag |= _TRAN_PREPARED
+        properties = encode_properties(props)
+        reconsume_times = 0
+        max_reconsume_times = None
+        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            rt = props.pop(PropertyKey.RECONSUME_TIME, None)
+            if rt is not None:
+                reconsume_times = int(rt)
+            mrt = props.pop(PropertyKey.MAX_RECONSUME_TIMES, None)
+            if mrt is not None:
+                max_reconsume_times = int(mrt)
+        reply = props.get(PropertyKey.MESSAGE_TYPE) == REPLY_MESSAGE_FLAG
+        header: Any
+        if self.config.send_smart_msg or batch:
+            header = SendMessageRequestHeaderV2(
+                a=self.namespaced_group, b=msg.topic, c=self.config.create_topic_key,
+                d=self.config.default_topic_queue_nums, e=mq.queue_id, f=sys_flag,
+                g=self._now_ms(),
+                h=msg.flag, i=properties, j=reconsume_times, k=self.client_config.unit_mode,
+                l=max_reconsume_times, m=batch, n=broker_name,
+            )
+            command: Any = SendReplyMessageV2 if reply else (SendBatchMessage if batch else SendMessageV2)
+        else:
+            header = SendMessageRequestHeader(
+                producer_group=self.namespaced_group, topic=msg.topic,
+                default_topic=self.config.create_topic_key,
+                default_topic_queue_nums=self.config.default_topic_queue_nums,
+                queue_id=mq.queue_id, sys_flag=sys_flag, born_timestamp=self._now_ms(), flag=msg.flag,
+                properties=properties, reconsume_times=reconsume_times,
+                unit_mode=self.client_config.unit_mode, batch=batch,
+                max_reconsume_times=max_reconsume_times, bname=broker_name,
+            )
+            command = SendReplyMessage if reply else SendMessage
+        cost = self._now_ms() - begin
+        if timeout_ms < cost:
+            return defer.fail(RemotingTimeoutError("sendKernelImpl call timeout"))
+        remaining = (timeout_ms - cost) / 1000
+        if mode is CommunicationMode.ONEWAY:
+            d = instance.when_writable(addr)
+            if d.called:
+                return instance.broker_oneway(addr, command, header, body=body)
+            d = _bounded(self.reactor, d, remaining, "oneway send: connection stays full")
+            return d.addCallback(lambda _: instance.broker_oneway(addr, command, header, body=body))
+        if mode is CommunicationMode.ASYNC:
+            return _AsyncSend(self, msg, info, addr, broker_name, command, header, body,
+                              timeout_ms - cost).start()
+        d = instance.broker_call(addr, command, header, body=body, timeout=remaining)
+        return d.addCallback(self.process_send_response, msg, broker_name, addr)
+
+    def process_send_response(
+        self, response: Response[Any, Any], msg: CodecMessage, broker_name: str, addr: str
+    ) -> SendResult:
+        """Java ``processSendResponse``: the SendResult of a SUCCESS or flush/slave status."""
+        status = _STATUS_OF[response.code]
+        h = response.header
+        topic = without_namespace(msg.topic, self._namespace) if self._namespace else msg.topic
+        props = msg.properties
+        if isinstance(msg, _Batch) and h.batch_uniq_id is None:
+            msg_id: str | None = ",".join(
+                m.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or "" for m in msg.messages
+            )
+        else:
+            msg_id = props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        extra = h.extra
+        region = extra.get(PropertyKey.MSG_REGION) or "DefaultRegion"
+        return SendResult(
+            status=status,
+            msg_id=msg_id,
+            offset_msg_id=h.msg_id,
+            message_queue=MessageQueue(topic, broker_name, h.queue_id),
+            queue_offset=h.queue_offset,
+            transaction_id=h.transaction_id,
+            region_id=region,
+            trace_on=extra.get(PropertyKey.TRACE_SWITCH) != "false",
+            recall_handle=h.recall_handle,
+        )
+
+
+class _DefaultSend:
+    """One run of Java's ``sendDefaultImpl`` retry loop."""
+
+    __slots__ = ("p", "msg", "mode", "begin", "timeout", "info", "mq", "times", "times_total",
+                 "brokers_sent", "exception", "send_result", "call_timeout", "prev")
+
+    def __init__(self, p: Producer, msg: CodecMessage, mode: CommunicationMode, begin: int,
+                 timeout_ms: int) -> None:
+        self.p = p
+        self.msg = msg
+        self.mode = mode
+        self.begin = begin
+        self.timeout = timeout_ms
+        self.info: TopicPublishInfo | None = None
+        self.mq: MessageQueue | None = None
+        self.times = 0
+        self.times_total = 1 + p.config.retry_times_when_send_failed if mode is CommunicationMode.SYNC else 1
+        self.brokers_sent: list[str] = []
+        self.exception: BaseException | None = None
+        self.send_result: SendResult | None = None
+        self.call_timeout = False
+        self.prev = begin
+
+    def start(self) -> Deferred[Any]:
+        info = self.p.publish_info.get(self.msg.topic)
+        if info is not None and info.ok():
+            return self._with_info(info)
+        return self.p.find_publish_info(self.msg.topic).addCallback(self._with_info)
+
+    def _with_info(self, info: TopicPublishInfo | None) -> Deferred[Any]:
+        if info is None or not info.ok():
+            raise self.p._no_route(self.msg.topic)
+        self.info = info
+        return self._attempt()
+
+    def _attempt(self) -> Deferred[Any]:
+        p = self.p
+        assert self.info is not None
+        while self.times < self.times_total:
+            last = self.mq.broker_name if self.mq is not None else None
+            mq = p.fault_strategy.select_one_message_queue(self.info, last, self.times > 0)
+            if mq is None:
+                break
+            self.mq = mq
+            self.brokers_sent.append(mq.broker_name)
+            self.prev = now = p._now_ms()
+            cost = now - self.begin
+            if self.timeout < cost:
+                self.call_timeout = True
+                break
+            cur = self.timeout - cost
+            cap = p.config.send_msg_max_timeout_per_request
+            if cap > -1 and self.times + 1 < self.times_total and cur > cap:
+                cur = cap
+            try:
+                d = p.send_kernel(self.msg, mq, self.mode, self.info, cur)
+            except Exception:
+                d = defer.fail()
+            return d.addCallbacks(self._sent, self._failed)
+        return self._give_up()
+
+    def _sent(self, result: SendResult | None) -> Any:
+        assert self.mq is not None
+        self.p.fault_strategy.update_fault_item(self.mq.broker_name, self.p._now_ms() - self.prev, False, True)
+        if self.mode is not CommunicationMode.SYNC:
+            return result
+        assert result is not None
+        if result.status is not SendStatus.SEND_OK and self.p.config.retry_another_broker_when_not_store_ok:
+            self.send_result = result
+            self.times += 1
+            return self._attempt()
+        return result
+
+    def _failed(self, failure: Failure) -> Any:
+        assert self.mq is not None
+        p = self.p
+        latency = p._now_ms() - self.prev
+        exc = failure.value
+        broker = self.mq.broker_name
+        if isinstance(exc, MQClientError):
+            p.fault_strategy.update_fault_item(broker, latency, False, True)
+        elif isinstance(exc, RemotingError):
+            p.fault_strategy.update_fault_item(broker, latency, True, True)
+        elif isinstance(exc, BrokerResponseError):
+            p.fault_strategy.update_fault_item(broker, latency, True, False)
+            if exc.code not in p.config.retry_response_codes:
+                if self.send_result is not None:
+                    return self.send_result
+                return failure
+        else:
+            return failure  # a bug or a codec error: no retry hides it
+        if self.mode is CommunicationMode.ASYNC:
+            return failure  # Java hands the async attempt's own error to the callback
+        p.log.warn("send to {broker} failed, attempt {n} of {total}: {why}", broker=broker,
+                   n=self.times + 1, total=self.times_total, why=failure.getErrorMessage())
+        self.exception = exc
+        self.times += 1
+        return self._attempt()
+
+    def _give_up(self) -> Any:
+        if self.send_result is not None:
+            return self.send_result
+        if self.call_timeout:
+            raise RemotingTimeoutError("sendDefaultImpl call timeout") from self.exception
+        cost = self.p._now_ms() - self.begin
+        info = (f"Send [{self.times}] times, still failed, cost [{cost}]ms, Topic: {self.msg.topic}, "
+                f"BrokersSent: [{', '.join(self.brokers_sent)}]") + suggest_todo(
+                    "https://rocketmq.apache.org/docs/bestPractice/06FAQ")
+        exc = self.exception
+        code = -1
+        if isinstance(exc, BrokerResponseError):
+            code = exc.code
+        elif isinstance(exc, RemotingConnectError):
+            code = ClientErrorCode.CONNECT_BROKER_EXCEPTION
+        elif isinstance(exc, RemotingTimeoutError):
+            code = ClientErrorCode.ACCESS_BROKER_TIMEOUT
+        elif isinstance(exc, MQClientError):
+            code = ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
+        raise MQClientError(info, response_code=code) from exc
+
+
+class _AsyncSend:
+    """Java ``sendMessageAsync`` + ``onExceptionImpl``: transport failures retried."""
+
+    __slots__ = ("p", "msg", "info", "addr", "broker_name", "command", "header", "body",
+                 "timeout", "times", "begin")
+
+    def __init__(self, p: Producer, msg: CodecMessage, info: TopicPublishInfo | None, addr: str,
+                 broker_name: str, command: Any, header: Any, body: bytes, timeout_ms: int) -> None:
+        self.p = p
+        self.msg = msg
+        self.info = info
+        self.addr = addr
+        self.broker_name = broker_name
+        self.command = command
+        self.header = header
+        self.body = body
+        self.timeout = timeout_ms
+        self.times = 0
+        self.begin = p._now_ms()
+
+    def start(self) -> Deferred[SendResult]:
+        p = self.p
+        instance = p._instance()
+        self.begin = p._now_ms()
+        gate = instance.when_writable(self.addr)
+        if not gate.called:
+            gate = _bounded(p.reactor, gate, self.timeout / 1000, "async send: connection stays full")
+            return gate.addCallback(lambda _: self._call())
+        return self._call()
+
+    def _call(self) -> Deferred[SendResult]:
+        p = self.p
+        d = p._instance().broker_call(self.addr, self.command, self.header, body=self.body,
+                                      timeout=max(self.timeout, 1) / 1000)
+        return d.addCallbacks(self._answered, self._transport_failed)
+
+    def _answered(self, response: Response[Any, Any]) -> SendResult:
+        p = self.p
+        p.fault_strategy.update_fault_item(self.broker_name, p._now_ms() - self.begin, False, True)
+        return p.process_send_response(response, self.msg, self.broker_name, self.addr)
+
+    def _transport_failed(self, failure: Failure) -> Any:
+        p = self.p
+        cost = p._now_ms() - self.begin
+        if failure.check(BrokerResponseError):
+            # processSendResponse threw: Java reports it without a retry
+            p.fault_strategy.update_fault_item(self.broker_name, cost, True, True)
+            return failure
+        p.fault_strategy.update_fault_item(self.broker_name, cost, True, True)
+        need_retry = failure.check(RemotingError) is not None and not failure.check(RemotingTooManyRequestsError)
+        self.times += 1
+        remaining = self.timeout - cost
+        if not need_retry or self.times > p.config.retry_times_when_send_async_failed or remaining <= 0:
+            return failure
+        # Java re-sends the same request to the broker chosen for the retry; the header here
+        # follows that broker's queue (Java's keeps the first queue id, which the other broker
+        # may not have).
+        if self.info is not None:
+            mq = p.fault_strategy.select_one_message_queue(self.info, self.broker_name, False)
+            if mq is not None and mq.broker_name != self.broker_name:
+                addr = p._instance().routes.find_broker_address_in_publish(mq.broker_name)
+                if addr is not None:
+                    self.broker_name, self.addr = mq.broker_name, addr
+                    self.header = _retarget(self.header, mq)
+        p.log.warn("async send msg by retry {n} times. topic={topic}, brokerAddr={addr}, "
+                   "brokerName={name}: {why}", n=self.times, topic=self.msg.topic, addr=self.addr,
+                   name=self.broker_name, why=failure.getErrorMessage())
+        self.timeout = remaining
+        self.begin = p._now_ms()
+        return self._call()
+
+
+def _retarget(header: Any, mq: MessageQueue) -> Any:
+    if isinstance(header, SendMessageRequestHeaderV2):
+        return dataclasses.replace(header, e=mq.queue_id, n=mq.broker_name)
+    return dataclasses.replace(header, queue_id=mq.queue_id, bname=mq.broker_name)
+
+
+def message_queue_selector(fn: Callable[[Sequence[MessageQueue], Any, Any], MessageQueue]) -> MessageQueueSelector:
+    """Identity helper for type checkers: ``fn(queues, message, arg) -> MessageQueue``."""
+    return fn

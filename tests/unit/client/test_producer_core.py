@@ -1,0 +1,438 @@
+"""The Twisted producer core against an in-memory NameServer and brokers (fake_cluster)."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import lz4.frame
+import pytest
+import zstandard
+from fake_cluster import World
+from twisted.trial.unittest import SynchronousTestCase
+
+from rmqwire.client.instance import ClientManager
+from rmqwire.client.message import Message, SendStatus
+from rmqwire.client.producer import Producer
+from rmqwire.codec.message import decode_batch, decode_properties
+from rmqwire.errors import (
+    MessageIllegalError,
+    MQClientError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+    RemotingTooManyRequestsError,
+)
+from rmqwire.model import MessageQueue
+
+_t = SynchronousTestCase()
+
+
+def started(w: World, group: str = "pg", **options: Any) -> Producer:
+    options.setdefault("client_ip", "10.0.0.1")
+    p = Producer(w.reactor, group, namesrv_addr=w.namesrv_addr, **options)
+    d = p.start()
+    w.run()
+    _t.successResultOf(d)
+    return p
+
+
+def send(w: World, d: Any) -> Any:
+    w.run()
+    return _t.successResultOf(d)
+
+
+def fail(w: World, d: Any, *errors: type[BaseException]) -> BaseException:
+    w.run()
+    return _t.failureResultOf(d, *errors).value
+
+
+def all_sends(w: World) -> list[Any]:
+    return [s for b in w.brokers.values() for s in b.sends]
+
+
+# ---- happy paths -------------------------------------------------------------------------------
+
+
+def test_send_v2_carries_java_header_and_properties() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    m = Message("T", b"hello", tags="TagA", keys=["k1", "k2"], properties={"a": "1"})
+    r = send(w, p.send(m))
+    (s,) = all_sends(w)
+    h = s.header
+    assert s.code == 310 and s.body == b"hello"
+    assert (h.a, h.b, h.c, h.d, h.f, h.h, h.j, h.k, h.m, h.n) == (
+        "pg", "T", "TBW102", 4, 0, 0, 0, False, False, "broker-a")
+    props = decode_properties(h.i)
+    assert props == {"TAGS": "TagA", "KEYS": "k1 k2", "WAIT": "true", "a": "1",
+                     "UNIQ_KEY": m.unique_key}
+    assert len(m.unique_key) == 32 and m.unique_key.startswith("0A000001")  # ip 10.0.0.1
+    assert r.status is SendStatus.SEND_OK and r.msg_id == m.unique_key
+    assert r.message_queue == MessageQueue("T", "broker-a", h.e)
+    assert r.offset_msg_id.startswith("7F00000100002A9F") and r.queue_offset == 0
+    assert r.region_id == "DefaultRegion" and r.trace_on
+
+
+def test_first_connection_to_a_broker_carries_a_heartbeat_first() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w, "group-1")
+    send(w, p.send(Message("T", b"x")))
+    b = w.brokers["broker-a"]
+    assert [hb.producer_data_set[0].group_name for hb in b.heartbeats] == ["group-1"]
+    assert b.heartbeats[0].client_id == p.instance.client_id
+
+
+def test_v1_when_send_smart_msg_is_off() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w, send_smart_msg=False)
+    send(w, p.send(Message("T", b"x")))
+    (s,) = all_sends(w)
+    assert s.code == 10 and s.header.producer_group == "pg" and s.header.bname == "broker-a"
+
+
+@pytest.mark.parametrize("ctype,flag,inflate", [
+    ("ZLIB", 0x301, zlib.decompress),
+    ("LZ4", 0x101, lz4.frame.decompress),
+    ("ZSTD", 0x201, lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b)),
+])
+def test_bodies_over_the_threshold_are_compressed(ctype: str, flag: int, inflate: Any) -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w, compress_type=ctype)
+    body = b"0123456789" * 410
+    m = Message("T", body)
+    send(w, p.send(m))
+    send(w, p.send(Message("T", b"y" * 4095)))
+    big, small = all_sends(w)
+    assert big.header.f == flag and inflate(big.body) == body and len(big.body) < len(body)
+    assert small.header.f == 0 and small.body == b"y" * 4095
+    assert m.body == body  # the caller's message is left alone
+
+
+def test_batch_is_one_send_batch_message() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    msgs = [Message("T", b"a", tags="A"), Message("T", b"bb", keys="k")]
+    r = send(w, p.send(msgs))
+    (s,) = all_sends(w)
+    assert s.code == 320 and s.header.m is True
+    batch_props = decode_properties(s.header.i)
+    assert set(batch_props) == {"WAIT", "UNIQ_KEY"}
+    inner = decode_batch(s.body)
+    assert [m.body for m in inner] == [b"a", b"bb"]
+    assert [m.unique_key for m in inner] == [m.unique_key for m in msgs]
+    assert batch_props["UNIQ_KEY"] not in r.msg_id
+    assert r.msg_id == ",".join(m.unique_key for m in msgs)
+    assert len(r.offset_msg_id.split(",")) == 2
+
+
+@pytest.mark.parametrize("msgs,text", [
+    ([], "empty"),
+    ([Message("T", b"a"), Message("U", b"b")], "should be the same"),
+    ([Message("T", b"a", delay_level=2)], "TimeDelayLevel is not supported"),
+    ([Message("T", b"a"), Message("T", b"b", wait_store_msg_ok=False)], "waitStoreMsgOK"),
+    ([Message("T", b"")], "body length is zero"),
+])
+def test_bad_batches_send_nothing(msgs: list[Message], text: str) -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    err = fail(w, p.send(msgs), MQClientError)
+    assert text in str(err) and all_sends(w) == []
+
+
+def test_batch_over_max_message_size_is_refused() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w, max_message_size=100)
+    err = fail(w, p.send([Message("T", b"x" * 60), Message("T", b"y" * 60)]), MQClientError)
+    assert "over max value, MAX: 100" in str(err) and all_sends(w) == []
+
+
+def test_send_to_a_given_queue_and_with_a_selector() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w)
+    r = send(w, p.send(Message("T", b"x"), queue=MessageQueue("T", "broker-b", 3)))
+    assert r.message_queue == MessageQueue("T", "broker-b", 3)
+    seen = []
+
+    def pick(queues: Any, msg: Any, arg: Any) -> MessageQueue:
+        seen.append((list(queues), msg.body, arg))
+        return queues[arg % len(queues)]
+
+    for order_id in (5, 5, 6):
+        r = send(w, p.send(Message("T", b"o"), selector=pick, arg=order_id))
+        assert r.message_queue == seen[0][0][order_id % 8]
+    assert [q.broker_name for q in seen[0][0]] == ["broker-a"] * 4 + ["broker-b"] * 4
+    err = fail(w, p.send(Message("U", b"x"), queue=MessageQueue("T", "broker-a", 0)), MQClientError)
+    assert "message's topic not equal mq's topic" in str(err)
+
+
+def test_selector_errors() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+
+    def boom(queues: Any, msg: Any, arg: Any) -> Any:
+        raise ValueError("no")
+
+    err = fail(w, p.send(Message("T", b"x"), selector=boom), MQClientError)
+    assert "select message queue threw exception." in str(err)
+    assert isinstance(err.__cause__, ValueError)
+    err = fail(w, p.send(Message("T", b"x"), selector=lambda q, m, a: None), MQClientError)
+    assert "select message queue return null." in str(err)
+
+
+def test_oneway_is_written_and_not_awaited() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    w.brokers["broker-a"].hold = True
+    m = Message("T", b"x")
+    assert send(w, p.send_oneway(m)) is None
+    (s,) = all_sends(w)
+    assert decode_properties(s.header.i)["UNIQ_KEY"] == m.unique_key
+
+
+# ---- routes ------------------------------------------------------------------------------------
+
+
+def test_routes_are_cached() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    for _ in range(3):
+        send(w, p.send(Message("T", b"x")))
+    assert w.namesrv.lookups == ["T"]
+
+
+def test_unknown_topic_uses_the_tbw102_route_for_auto_creation() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("TBW102", queues=8, perm=7)
+    p = started(w, default_topic_queue_nums=3)
+    r = send(w, p.send(Message("NewTopic", b"x")))
+    assert w.namesrv.lookups[:2] == ["NewTopic", "TBW102"]
+    (s,) = all_sends(w)
+    assert s.header.b == "NewTopic" and s.header.c == "TBW102" and s.header.e < 3
+    assert [q.queue_id for q in p.publish_info["NewTopic"].message_queues] == [0, 1, 2, 0, 1, 2]
+    assert r.message_queue.topic == "NewTopic"
+
+
+def test_unknown_topic_without_auto_creation_is_a_clear_error() -> None:
+    w = World()
+    p = started(w)
+    err = fail(w, p.send(Message("Nope", b"x")), MQClientError)
+    assert str(err).startswith("No route info of this topic: Nope")
+    assert err.response_code == 10005 and all_sends(w) == []
+
+
+def test_name_server_failover() -> None:
+    w = World()
+    w.add_topic("T")
+    p = Producer(w.reactor, "pg", namesrv_addr="127.0.0.1:9999;127.0.0.1:9876", client_ip="10.0.0.1")
+    d = p.start()
+    p.instance._namesrv_index = 0  # start with the dead one
+    w.run()
+    _t.successResultOf(d)
+    send(w, p.send(Message("T", b"x")))
+    assert 9999 in w.refused and w.namesrv.lookups == ["T"]
+    assert p.instance.namesrv_addrs[p.instance._namesrv_index] == "127.0.0.1:9876"
+
+
+def test_no_name_server() -> None:
+    w = World()
+    p = Producer(w.reactor, "pg", client_ip="10.0.0.1")
+    _t.successResultOf(p.start())
+    err = fail(w, p.send(Message("T", b"x")), MQClientError)
+    assert "No name server address" in str(err) and err.response_code == 10004
+
+
+# ---- retries and errors ------------------------------------------------------------------------
+
+
+def test_retriable_code_retries_on_another_broker() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w)
+    for b in w.brokers.values():
+        b.fail_next = [2]  # SYSTEM_BUSY once each
+    r = send(w, p.send(Message("T", b"x")))
+    brokers = [s.header.n for s in w.sends]
+    assert len(brokers) == 3 and brokers[0] != brokers[1] and brokers[2] == brokers[0]
+    assert r.status is SendStatus.SEND_OK and r.message_queue.broker_name == brokers[2]
+    assert len({decode_properties(s.header.i)["UNIQ_KEY"] for s in w.sends}) == 1
+
+
+def test_non_retriable_code_raises_at_once() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w)
+    for b in w.brokers.values():
+        b.fail_next = [13]
+    err = fail(w, p.send(Message("T", b"x")), MessageIllegalError)
+    assert err.code == 13 and len(all_sends(w)) == 1
+
+
+def test_flush_statuses_are_results() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    w.brokers["broker-a"].fail_next = [10]
+    assert send(w, p.send(Message("T", b"x"))).status is SendStatus.FLUSH_DISK_TIMEOUT
+
+
+def test_retry_another_broker_when_not_store_ok() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w, retry_another_broker_when_not_store_ok=True)
+    for b in w.brokers.values():
+        b.fail_next = [12]
+    r = send(w, p.send(Message("T", b"x")))  # not stored OK twice, then OK on the third try
+    assert len(w.sends) == 3 and r.status is SendStatus.SEND_OK
+    for b in w.brokers.values():
+        b.fail_next = [12, 12]
+    r = send(w, p.send(Message("T", b"x")))  # never OK: the last result is returned
+    assert len(w.sends) == 6 and r.status is SendStatus.FLUSH_SLAVE_TIMEOUT
+
+
+def test_every_attempt_failing_gives_java_message_and_the_last_cause() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w)
+    for b in w.brokers.values():
+        b.fail_next = [17, 17, 17]
+    err = fail(w, p.send(Message("T", b"x")), MQClientError)
+    assert str(err).startswith("Send [3] times, still failed, cost [")
+    assert "Topic: T, BrokersSent: [" in str(err) and err.response_code == 17
+    assert err.__cause__ is not None and err.__cause__.code == 17
+    sent_to = [s.header.n for s in w.sends]
+    assert len(sent_to) == 3 and sent_to[0] != sent_to[1] and sent_to[1] != sent_to[2]
+
+
+def test_timeout_budget_spans_attempts() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w, send_msg_timeout=3000)
+    for b in w.brokers.values():
+        b.hold = True
+    d = p.send(Message("T", b"x"))
+    w.run()
+    assert len(all_sends(w)) == 1
+    w.advance(3.001)  # the first attempt used the whole budget
+    err = _t.failureResultOf(d, RemotingTimeoutError).value
+    assert "sendDefaultImpl call timeout" in str(err) and len(all_sends(w)) == 1
+
+
+def test_per_request_cap_leaves_budget_for_retries() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w, send_msg_timeout=3000, send_msg_max_timeout_per_request=1000)
+    for b in w.brokers.values():
+        b.hold = True
+    d = p.send(Message("T", b"x"))
+    w.run()
+    for _ in range(3):
+        w.advance(1.0)
+    err = _t.failureResultOf(d, MQClientError).value
+    assert str(err).startswith("Send [3] times") and err.response_code == 10002
+    assert len(all_sends(w)) == 3
+
+
+def test_broker_down_retries_elsewhere_and_reports_connect_errors() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w)
+    w.stop_broker("broker-a")
+    for _ in range(6):
+        r = send(w, p.send(Message("T", b"x")))
+        assert r.message_queue.broker_name == "broker-b"
+    w.stop_broker("broker-b")
+    err = fail(w, p.send(Message("T", b"x")), MQClientError)
+    assert isinstance(err.__cause__, RemotingConnectError) and err.response_code == 10001
+
+
+def test_not_started_and_shut_down() -> None:
+    w = World()
+    p = Producer(w.reactor, "pg", namesrv_addr=w.namesrv_addr)
+    err = fail(w, p.send(Message("T", b"x")), MQClientError)
+    assert "The producer service state not OK, CREATE_JUST" in str(err)
+    _t.successResultOf(p.start())
+    w.add_topic("T")
+    send(w, p.send(Message("T", b"x")))
+    d = p.shutdown()
+    w.run()
+    _t.successResultOf(d)
+    assert [u.producer_group for u in w.brokers["broker-a"].unregisters] == ["pg"]
+    assert "SHUTDOWN_ALREADY" in str(fail(w, p.send(Message("T", b"x")), MQClientError))
+    assert not p.instance.running
+
+
+def test_same_group_twice_in_one_instance_is_refused() -> None:
+    w = World()
+    m = ClientManager(w.reactor)
+    started(w, "g", manager=m, instance_name="shared")
+    p2 = Producer(w.reactor, "g", namesrv_addr=w.namesrv_addr, manager=m, instance_name="shared",
+                  client_ip="10.0.0.1")
+    err = _t.failureResultOf(p2.start(), MQClientError).value
+    assert "has been created before" in str(err)
+
+
+def test_producers_of_one_client_id_share_the_instance() -> None:
+    w = World()
+    w.add_topic("T")
+    m = ClientManager(w.reactor)
+    p1 = started(w, "g1", manager=m, instance_name="shared")
+    p2 = started(w, "g2", manager=m, instance_name="shared")
+    p3 = started(w, "g3", manager=m)
+    assert p1.instance is p2.instance and p3.instance is not p1.instance
+    _t.successResultOf(p1.shutdown())
+    assert p2.instance.running
+    d = p2.shutdown()
+    w.run()
+    _t.successResultOf(d)
+    assert not p1.instance.running and m.instances.keys() == {p3.instance.client_id}
+
+
+# ---- async -------------------------------------------------------------------------------------
+
+
+def test_async_retries_transport_failures_on_another_broker() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w)
+    w.stop_broker("broker-a")
+    results = [send(w, p.send_async(Message("T", b"x"))) for _ in range(6)]
+    assert {r.message_queue.broker_name for r in results} == {"broker-b"}
+
+
+def test_async_does_not_retry_broker_errors() -> None:
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w)
+    for b in w.brokers.values():
+        b.fail_next = [2]
+    fail(w, p.send_async(Message("T", b"x")), Exception)
+    assert len(all_sends(w)) == 1
+
+
+def test_async_in_flight_cap_waits_then_times_out() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w, max_inflight_async=2, send_msg_timeout=1000)
+    send(w, p.send(Message("T", b"warm")))  # route cached
+    w.brokers["broker-a"].hold = True
+    held = [p.send_async(Message("T", b"x"), timeout=10.0) for _ in range(2)]
+    third = p.send_async(Message("T", b"y"), timeout=0.5)
+    w.run()
+    assert len(all_sends(w)) == 3  # the warm-up and the two in flight
+    w.advance(0.5)
+    assert isinstance(_t.failureResultOf(third).value, RemotingTooManyRequestsError)
+    w.advance(10.0)
+    for d in held:
+        _t.failureResultOf(d, RemotingTimeoutError)
+    assert p._async_tokens.tokens == 2  # every token came back
