@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.reference.cluster import ReferenceCluster
+from tools.reference.cluster import BrokerInfo, ReferenceCluster
+from tools.reference.wire import WireError, get_cluster_info
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOT_LINE = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+):(\d+)")
@@ -170,6 +171,37 @@ class BrokersOnNamesrv(ReferenceCluster):
     def add_broker(self, name: str, conf: dict[str, str] | None = None):  # type: ignore[override]
         merged = {"namesrvAddr": ";".join(self.all_namesrv_addrs), **(conf or {})}
         return super().add_broker(name, merged)
+
+    def add_slave(self, broker_name: str, broker_id: int = 1,
+                  conf: dict[str, str] | None = None) -> BrokerInfo:
+        """Start a slave of ``broker_name`` (its own directories, the master's broker name)."""
+        merged = {
+            "namesrvAddr": ";".join(self.all_namesrv_addrs),
+            **self.broker_conf,
+            "brokerName": broker_name,
+            "brokerId": str(broker_id),
+            "brokerRole": "SLAVE",
+            **(conf or {}),
+        }
+        return self._start_broker(f"{broker_name}-s{broker_id}", merged)
+
+    def _registered(self, name: str, addr: str) -> bool:
+        # Any broker id (slaves too), and with every NameServer the brokers register with.
+        for namesrv in self.all_namesrv_addrs:
+            try:
+                info = get_cluster_info(namesrv, timeout=3)
+            except (OSError, WireError):
+                return False
+            if not any(addr in addrs.values() for addrs in info.broker_addrs.values()):
+                return False
+        return True
+
+    def pid_of(self, addr: str) -> int:
+        """The process id of the broker at ``addr``."""
+        for b in self._brokers:
+            if b.info.addr == addr:
+                return b.proc.pid
+        raise KeyError(addr)
 
     def stop_official_namesrv(self) -> None:
         """Stop the official NameServer alone (brokers and clients keep the other ones)."""

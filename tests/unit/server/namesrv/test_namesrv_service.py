@@ -1,0 +1,168 @@
+"""The NameServer service over in-memory channels and a fake reactor clock: brokers leave the routes
+when their channel closes, when they stay silent past the timeout, or when they idle out; bad
+input gets Java's answers and never stops the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from namesrv_helpers import register_body
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+
+from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame
+from rmqwire.codec.codes import LanguageCode
+from rmqwire.codec.commands.namesrv import BrokerHeartbeat, RegisterBroker, UpdateNamesrvConfig
+from rmqwire.codec.commands.route import GetRouteInfo
+from rmqwire.codec.message import body_crc32
+from rmqwire.server.namesrv import NameServer, NamesrvSettings
+
+
+class Peer:
+    """One connection to the NameServer's protocol, over a StringTransport."""
+
+    def __init__(self, ns: NameServer, port: int = 40000) -> None:
+        from twisted.internet.address import IPv4Address
+
+        self.proto = ns.server.build_protocol()
+        self.transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", port))
+        self.proto.makeConnection(self.transport)
+        self.decoder = FrameDecoder()
+        self.opaque = 0
+
+    def send(self, cmd: RemotingCommand) -> list[RemotingCommand]:
+        self.opaque += 1
+        self.transport.clear()
+        self.proto.dataReceived(encode_frame(cmd.with_opaque(self.opaque)))
+        return self.decoder.feed(self.transport.value())
+
+    def call(self, command: Any, *, body: Any = None, **fields: Any) -> RemotingCommand | None:
+        replies = self.send(command.request(body=body, language=LanguageCode.JAVA, **fields))
+        return replies[0] if replies else None
+
+    def register(self, name: str, addr: str, *topics: str, counter: int = 1) -> RemotingCommand:
+        body = register_body(*(topics or ("T1", "T2")), counter=counter).encode(standard=False)
+        reply = self.call(RegisterBroker, body=body, broker_name=name, broker_addr=addr,
+                          cluster_name="C", ha_server_addr=addr, broker_id=0,
+                          enable_acting_master=False, compressed=False,
+                          body_crc32=body_crc32(body))
+        assert reply is not None and reply.code == ResponseCode.SUCCESS, reply
+        return reply
+
+    def lose(self) -> None:
+        self.proto.connectionLost(None)
+
+
+def start(props: dict[str, str] | None = None) -> tuple[NameServer, MemoryReactorClock]:
+    reactor = MemoryReactorClock()
+    settings = NamesrvSettings.from_properties(props or {})
+    settings.namesrv.kv_config_path = None  # type: ignore[assignment]  # KV in memory only
+    ns = NameServer(reactor, settings, port=0, interface="127.0.0.1")
+    ns.startService()
+    return ns, reactor
+
+
+def has_route(ns: NameServer, topic: str) -> bool:
+    return ns.routes.pickup_topic_route_data(topic) is not None
+
+
+def test_listens_on_the_configured_address():
+    reactor = MemoryReactorClock()
+    ns = NameServer(reactor, NamesrvSettings.from_properties(
+        {"listenPort": "19876", "bindAddress": "127.0.0.2"}))
+    ns.kv.path = None
+    ns.startService()
+    (port, _factory, _backlog, interface) = reactor.tcpServers[0]
+    assert (port, interface) == (19876, "127.0.0.2")
+    ns.stopService()
+
+
+def test_channel_close_unregisters_the_broker_at_once():
+    ns, reactor = start()
+    a, b = Peer(ns, 1), Peer(ns, 2)
+    a.register("broker-a", "10.0.0.1:10911", "TA", "Shared")
+    b.register("broker-b", "10.0.0.2:10911", "TB", "Shared")
+    a.lose()
+    assert not has_route(ns, "TA") and has_route(ns, "TB")
+    assert [q.broker_name for q in ns.routes.pickup_topic_route_data("Shared").queue_datas] == ["broker-b"]
+    ns.stopService()
+
+
+def test_silent_broker_expires_after_the_configured_timeout():
+    ns, reactor = start({"scanNotActiveBrokerInterval": "1000", "brokerChannelExpiredTime": "6000"})
+    peer = Peer(ns)
+    peer.register("broker-a", "10.0.0.1:10911")
+    reactor.advance(3)
+    peer.call(BrokerHeartbeat, cluster_name="C", broker_addr="10.0.0.1:10911", broker_name="broker-a")
+    reactor.advance(5)
+    assert has_route(ns, "T1")  # the heartbeat 5 s ago kept it alive
+    reactor.advance(1)
+    reactor.advance(1)
+    assert not has_route(ns, "T1")
+    assert peer.transport.disconnecting  # Java closes the expired broker's channel too
+    peer.lose()
+    ns.stopService()
+    assert not reactor.getDelayedCalls() or all(not c.active() for c in reactor.getDelayedCalls())
+
+
+def test_idle_channel_is_closed_and_its_broker_unregistered():
+    ns, reactor = start({"serverChannelMaxIdleTimeSeconds": "30", "brokerChannelExpiredTime": "600000"})
+    peer = Peer(ns)
+    peer.register("broker-a", "10.0.0.1:10911")
+    reactor.advance(31)
+    assert peer.transport.disconnecting
+    peer.lose()  # what the transport reports once closed
+    assert not has_route(ns, "T1")
+    ns.stopService()
+
+
+def test_oneway_is_never_answered_and_unknown_codes_get_javas_answer():
+    ns, _ = start()
+    peer = Peer(ns)
+    assert peer.call(BrokerHeartbeat, cluster_name="C", broker_addr="x:1", broker_name="b") is None
+    (reply,) = peer.send(RemotingCommand.request(RequestCode.PULL_MESSAGE, {}))
+    assert (reply.code, reply.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                          " request type 11 not supported")
+    assert reply.language == LanguageCode.JAVA
+    ns.stopService()
+
+
+def test_garbage_closes_only_that_connection():
+    ns, _ = start()
+    good = Peer(ns, 1)
+    good.register("broker-a", "10.0.0.1:10911")
+    bad = Peer(ns, 2)
+    bad.proto.dataReceived(b"\x00\x00\x00\x05\xff\xff\xff\xff\x00")
+    assert bad.transport.disconnecting and bad.transport.value() == b""
+    bad.lose()
+    assert has_route(ns, "T1")
+    reply = good.call(GetRouteInfo, topic="T1")
+    assert reply.code == ResponseCode.SUCCESS
+    ns.stopService()
+
+
+def test_config_update_restarts_the_scan_with_the_new_interval():
+    ns, reactor = start({"enableUpdateNamesrvConfig": "true", "brokerChannelExpiredTime": "1000",
+                         "scanNotActiveBrokerInterval": "100000"})
+    peer = Peer(ns)
+    peer.register("broker-a", "10.0.0.1:10911")
+    reply = peer.call(UpdateNamesrvConfig, body=b"scanNotActiveBrokerInterval=500\n")
+    assert reply.code == ResponseCode.SUCCESS
+    reactor.advance(1.0)
+    reactor.advance(0.6)
+    assert not has_route(ns, "T1")
+    ns.stopService()
+
+
+def test_min_broker_id_change_is_notified_when_enabled():
+    ns, reactor = start({"notifyMinBrokerIdChanged": "true"})
+    master, slave = Peer(ns, 1), Peer(ns, 2)
+    body = register_body("T1", "T2").encode(standard=False)
+    common = dict(body=body, cluster_name="C", broker_name="broker-a", enable_acting_master=True,
+                  compressed=False)
+    assert slave.call(RegisterBroker, broker_addr="10.0.0.2:10911", ha_server_addr="h2",
+                      broker_id=1, **common).code == 0
+    assert master.call(RegisterBroker, broker_addr="10.0.0.1:10911", ha_server_addr="h1",
+                       broker_id=0, **common).code == 0
+    # the master took the minimum id: the slave hears of it (a oneway over a new connection)
+    assert [(host, port) for host, port, *_ in reactor.tcpClients] == [("10.0.0.2", 10911)]
+    ns.stopService()
