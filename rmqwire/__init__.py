@@ -1,3 +1,50 @@
-"""rmqwire: a pure-Python implementation of the Apache RocketMQ remoting protocol."""
+"""rmqwire: a pure-Python implementation of the Apache RocketMQ remoting protocol.
+
+The public client API is importable from here (``from rmqwire import Producer, Message``); it is
+loaded on first use, so ``import rmqwire.codec`` stays free of Twisted.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> module that defines it (imported lazily by __getattr__)
+_EXPORTS = {
+    "Producer": "rmqwire.client.producer.blocking",
+    "TransactionProducer": "rmqwire.client.producer.blocking",
+    "Message": "rmqwire.client.message",
+    "SendResult": "rmqwire.client.message",
+    "SendStatus": "rmqwire.client.message",
+    "TransactionSendResult": "rmqwire.client.message",
+    "LocalTransactionState": "rmqwire.client.message",
+    "MessageQueue": "rmqwire.model",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from rmqwire.client.message import (
+        LocalTransactionState,
+        Message,
+        SendResult,
+        SendStatus,
+        TransactionSendResult,
+    )
+    from rmqwire.client.producer.blocking import Producer, TransactionProducer
+    from rmqwire.model import MessageQueue
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rmqwire' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -87,6 +87,7 @@ from rmqwire.errors import (
     RemotingError,
     RemotingTimeoutError,
     RemotingTooManyRequestsError,
+    RequestTimeoutError,
 )
 from rmqwire.model import MessageQueue
 
@@ -375,6 +376,72 @@ class Producer:
     ) -> Deferred[None]:
         """Write the message without waiting for an answer; fires once written."""
         return self._send(msg, CommunicationMode.ONEWAY, queue, selector, arg, None)
+
+    def request(
+        self,
+        msg: CodecMessage,
+        timeout: float = 3.0,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> Deferred[MessageExt]:
+        """Send a request message and fire with its reply (Java ``DefaultMQProducer.request``).
+
+        The message gets CORRELATION_ID (a random UUID), REPLY_TO_CLIENT (this client id) and TTL
+        (the timeout in ms); the replier's reply comes back as PUSH_REPLY_MESSAGE_TO_CLIENT. Fails
+        with ``RequestTimeoutError`` when the request went out but no reply came in time, and with
+        ``MQClientError`` (cause attached) when the request could not be sent.
+        """
+        begin = self.reactor.seconds()
+        try:
+            self._make_sure_state_ok()
+            instance = self._instance()
+        except Exception as e:
+            return defer.fail(e)
+        cid = instance.new_correlation_id()
+        props = msg.properties
+        props[PropertyKey.CORRELATION_ID] = cid
+        props[PropertyKey.MESSAGE_REPLY_TO_CLIENT] = instance.client_id
+        props[PropertyKey.MESSAGE_TTL] = str(int(timeout * 1000))
+        topic = with_namespace(self._namespace, msg.topic)
+        if topic in instance.routes.topic_routes:
+            ready: Deferred[Any] = defer.succeed(None)
+        else:
+            # the broker pushes the reply over a connection it knows this client id on
+            ready = self.find_publish_info(topic)
+            ready.addCallback(lambda _: instance.send_heartbeat_to_all_brokers())
+        reply = instance.expect_reply(cid)
+        outcome: dict[str, Any] = {"sent": False, "error": None}
+
+        def send(_: Any) -> Deferred[Any]:
+            remaining = timeout - (self.reactor.seconds() - begin)
+            return self._send(msg, CommunicationMode.ASYNC, queue, selector, arg, remaining)
+
+        def send_ok(_: Any) -> None:
+            outcome["sent"] = True
+
+        def send_failed(f: Failure) -> None:
+            outcome["error"] = f.value
+            if not reply.called:
+                reply.cancel()
+
+        ready.addCallback(send).addCallbacks(send_ok, send_failed)
+        remaining = max(timeout - (self.reactor.seconds() - begin), 0)
+        timer = self.reactor.callLater(remaining, reply.cancel)
+
+        def settle(result: Any) -> Any:
+            if timer.active():
+                timer.cancel()
+            if isinstance(result, Failure) and result.check(defer.CancelledError):
+                if outcome["sent"]:
+                    raise RequestTimeoutError(
+                        f"send request message to <{msg.topic}> OK, but wait reply message timeout, "
+                        f"{int(timeout * 1000)} ms.")
+                raise MQClientError(f"send request message to <{msg.topic}> fail") from outcome["error"]
+            return result
+
+        return reply.addBoth(settle)
 
     # ---- internals: entry ----------------------------------------------------------------------
 

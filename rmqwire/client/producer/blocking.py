@@ -1,0 +1,260 @@
+"""The blocking producers users call: ``rmqwire.Producer`` and ``rmqwire.TransactionProducer``.
+
+Each method hands the work to the Twisted core in the reactor thread (crochet, through
+``rmqwire.client.blocking``) and waits for the result; any number of threads may call one
+producer at once. Nothing Twisted is touched outside the reactor thread, and user code (selectors
+excepted, which must be quick) never runs in it: ``send_async`` callbacks and transaction check
+listeners run in the reactor's thread pool, local transactions in the calling thread.
+
+Producers created here share one ``ClientManager`` per process, so producers with the same client
+id (an explicit ``instance_name``) share one client instance, as Java's ``MQClientManager`` does.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from twisted.internet import threads
+from twisted.internet.defer import Deferred
+
+from rmqwire.client import blocking as _facade
+from rmqwire.client.instance import ClientManager
+from rmqwire.client.message import LocalTransactionState, SendResult, SendStatus, TransactionSendResult
+from rmqwire.client.producer.producer import Producer as _CoreProducer
+from rmqwire.client.producer.producer import split_options
+from rmqwire.client.producer.selector import MessageQueueSelector
+from rmqwire.client.producer.transaction import TransactionProducer as _CoreTransactionProducer
+from rmqwire.codec.message import Message, MessageExt
+from rmqwire.errors import MQClientError, RemotingTooManyRequestsError
+from rmqwire.model import MessageQueue
+
+#: Extra wait beyond a call's own timeout before the blocking caller gives up on the reactor.
+WAIT_SLACK = 5.0
+#: Bound on start (no network) and shutdown (UNREGISTER_CLIENT calls, then closing connections).
+LIFECYCLE_TIMEOUT = 30.0
+
+_manager_lock = threading.Lock()
+_managers: dict[int, ClientManager] = {}
+
+
+def shared_manager(reactor: Any) -> ClientManager:
+    """The process's ClientManager for ``reactor`` (one reactor per process in practice)."""
+    with _manager_lock:
+        m = _managers.get(id(reactor))
+        if m is None:
+            m = _managers[id(reactor)] = ClientManager(reactor)
+        return m
+
+
+class Producer:
+    """A blocking producer (Java ``DefaultMQProducer``)::
+
+        with Producer("my_group", namesrv_addr="127.0.0.1:9876") as p:
+            r = p.send(Message("TopicTest", b"hello", tags="TagA"))
+
+    Options are Java's in snake_case (``send_msg_timeout=3000``, ``retry_times_when_send_failed``,
+    ``compress_type="LZ4"``, ``access_key``/``secret_key``, ``serialize_type``, ...): see
+    ``rmqwire.client.producer.ProducerConfig`` and ``rmqwire.client.config.ClientConfig``.
+    """
+
+    _core_class: type[_CoreProducer] = _CoreProducer
+
+    def __init__(self, group: str, namesrv_addr: str | Sequence[str] | None = None, **options: Any) -> None:
+        split_options(options)  # unknown options fail here, in the caller's thread
+        self.group = group
+        self.namesrv_addr = namesrv_addr
+        self._options = options
+        self._core: _CoreProducer | None = None
+        self._lock = threading.Lock()
+        self._async_slots: threading.BoundedSemaphore | None = None
+        self._reactor: Any = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def core(self) -> _CoreProducer:
+        """The Twisted core (touch it only in the reactor thread)."""
+        if self._core is None:
+            raise RuntimeError("the producer is not started")
+        return self._core
+
+    def start(self) -> None:
+        with self._lock:
+            if self._core is not None:
+                raise RuntimeError("the producer was started already")
+            self._reactor = reactor = _facade.ensure_reactor()
+            self._core = _facade.call(self._build, reactor, timeout=LIFECYCLE_TIMEOUT)
+            self._async_slots = threading.BoundedSemaphore(self._core.config.max_inflight_async)
+        _facade.call(self._core.start, timeout=LIFECYCLE_TIMEOUT)
+
+    def _build(self, reactor: Any) -> _CoreProducer:
+        return self._core_class(reactor, self.group, namesrv_addr=self.namesrv_addr,
+                                manager=shared_manager(reactor), **self._core_options())
+
+    def _core_options(self) -> dict[str, Any]:
+        return dict(self._options)
+
+    def shutdown(self) -> None:
+        """Unregister from the brokers and close connections; idempotent."""
+        core = self._core
+        if core is None:
+            return
+        _facade.call(core.shutdown, timeout=LIFECYCLE_TIMEOUT)
+
+    def __enter__(self) -> Producer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ---- sending -------------------------------------------------------------------------------
+
+    def _wait(self, timeout: float | None) -> float:
+        budget = self.core.config.send_msg_timeout / 1000 if timeout is None else timeout
+        return budget + WAIT_SLACK
+
+    def send(
+        self,
+        msg: Message | Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer (retrying as Java's sync send); ``timeout`` is the
+        whole budget in seconds (default ``send_msg_timeout``). A list sends one batch."""
+        send = functools.partial(self.core.send, msg, queue=queue, selector=selector, arg=arg,
+                                 timeout=timeout)
+        return _facade.call(send, timeout=self._wait(timeout))
+
+    def send_oneway(
+        self,
+        msg: Message | Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Send without waiting for the broker; returns once the request is written."""
+        _facade.call(self.core.send_oneway, msg, queue=queue, selector=selector, arg=arg,
+                     timeout=self._wait(None))
+
+    def send_async(
+        self,
+        msg: Message | Sequence[Message],
+        callback: Callable[[concurrent.futures.Future[SendResult]], Any] | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> concurrent.futures.Future[SendResult]:
+        """Start a send and return at once with a Future of its SendResult.
+
+        ``callback(future)`` runs in a worker thread when the send ends. At most
+        ``max_inflight_async`` sends are pending; a caller beyond that waits (up to the timeout)
+        for one to end, so a fast sender cannot queue without bound.
+        """
+        core = self.core
+        fut: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
+        if callback is not None:
+            reactor = self._reactor
+            fut.add_done_callback(lambda f: reactor.callFromThread(reactor.callInThread, callback, f))
+        slots = self._async_slots
+        assert slots is not None
+        budget = core.config.send_msg_timeout / 1000 if timeout is None else timeout
+        if not slots.acquire(timeout=budget):
+            fut.set_exception(RemotingTooManyRequestsError(
+                "send message tryAcquire semaphoreAsyncNum timeout"))
+            return fut
+        fut.add_done_callback(lambda _: slots.release())
+
+        def go() -> None:
+            try:
+                d: Deferred[SendResult] = core.send_async(
+                    msg, queue=queue, selector=selector, arg=arg, timeout=timeout)
+            except Exception as e:  # the core returns failed Deferreds; this is a bug guard
+                fut.set_exception(e)
+                return
+            d.addCallbacks(fut.set_result, lambda f: fut.set_exception(f.value))
+
+        self._reactor.callFromThread(go)
+        return fut
+
+    def request(self, msg: Message, timeout: float = 3.0, *, queue: MessageQueue | None = None,
+                selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:
+        """Send a request message and wait for its reply (Java ``DefaultMQProducer.request``)."""
+        request = functools.partial(self.core.request, msg, timeout, queue=queue,
+                                    selector=selector, arg=arg)
+        return _facade.call(request, timeout=timeout + WAIT_SLACK)
+
+
+class TransactionProducer(Producer):
+    """A blocking transactional producer (Java ``TransactionMQProducer``)::
+
+        def check(msg):                      # the broker asks about an unresolved transaction
+            return LocalTransactionState.COMMIT_MESSAGE
+        with TransactionProducer("tx_group", namesrv_addr=ns, check_listener=check) as p:
+            r = p.send_message_in_transaction(msg, lambda msg, arg: LocalTransactionState.COMMIT_MESSAGE)
+
+    The local transaction runs in the calling thread; ``check_listener(msg)`` runs in a worker
+    thread of the reactor's pool whenever a broker sends CHECK_TRANSACTION_STATE.
+    """
+
+    _core_class = _CoreTransactionProducer
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] | None = None,
+        *,
+        check_listener: Callable[[MessageExt], LocalTransactionState | None] | None = None,
+        local_transaction: Callable[[Message, Any], LocalTransactionState | None] | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(group, namesrv_addr, **options)
+        self.check_listener = check_listener
+        self.local_transaction = local_transaction
+
+    def _core_options(self) -> dict[str, Any]:
+        listener = self.check_listener
+        reactor = self._reactor
+        check = None
+        if listener is not None:
+            def check(msg: MessageExt) -> Deferred[LocalTransactionState | None]:
+                return threads.deferToThreadPool(reactor, reactor.getThreadPool(), listener, msg)
+        return {**self._options, "check_listener": check}
+
+    def send_message_in_transaction(
+        self,
+        msg: Message,
+        local_transaction: Callable[[Message, Any], LocalTransactionState | None] | None = None,
+        arg: Any = None,
+    ) -> TransactionSendResult:
+        """Send the half message, run ``local_transaction(msg, arg)`` here, then commit, roll back
+        or leave it to the broker's check (UNKNOW), as the returned state says."""
+        core = self.core
+        local = local_transaction or self.local_transaction
+        if local is None and self.check_listener is None:
+            raise MQClientError("tranExecutor is null")
+        result = _facade.call(core.send_half_message, msg, timeout=self._wait(None))
+        state = LocalTransactionState.ROLLBACK_MESSAGE
+        error: BaseException | None = None
+        if result.status is SendStatus.SEND_OK:
+            _facade.call(core.prepare_local, msg, result, timeout=self._wait(None))
+            state = LocalTransactionState.UNKNOW
+            if local is not None:
+                try:
+                    state = local(msg, arg) or LocalTransactionState.UNKNOW
+                except Exception as e:  # Java: logged, the transaction stays unknown
+                    error = e
+                    state = LocalTransactionState.UNKNOW
+        # as Java: a failed END_TRANSACTION is logged (by the core); the broker's check resolves it
+        _facade.call(core.end_transaction_logged, msg, result, state, error, timeout=self._wait(None))
+        return core.result_for(result, state)

@@ -1,0 +1,140 @@
+"""The blocking Producer end to end on loopback sockets: crochet's reactor thread, an in-process
+NameServer and broker (fake_cluster's typed Processors on real RemotingServers)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_cluster import FakeBroker, FakeNameServer
+from twisted.internet import defer
+
+from rmqwire import Message, MessageQueue, Producer, SendResult, SendStatus
+from rmqwire.client import blocking
+from rmqwire.codec.commands.route import BrokerData, QueueData, TopicRouteData
+from rmqwire.codec.message import decode_properties
+from rmqwire.errors import MessageIllegalError, MQClientError
+from rmqwire.remoting import RemotingServer
+from rmqwire.remoting.config import JAVA_SERVER_CONFIG
+
+ROOT = Path(__file__).resolve().parents[3]
+WAIT = 30.0
+
+
+class LoopbackCluster:
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+        self.namesrv = FakeNameServer()
+        self.broker = FakeBroker("broker-a", 0)
+        self.servers = [RemotingServer(reactor, JAVA_SERVER_CONFIG, processors=(p,), port=0)
+                        for p in (self.namesrv, self.broker)]
+        for s in self.servers:
+            s.startService()
+        self.broker.port = self.servers[1].port
+        self.namesrv_addr = self.servers[0].address
+
+    def add_topic(self, topic: str, queues: int = 4) -> None:
+        self.namesrv.routes[topic] = TopicRouteData(
+            queue_datas=[QueueData(broker_name="broker-a", read_queue_nums=queues,
+                                   write_queue_nums=queues, perm=6)],
+            broker_datas=[BrokerData(cluster="c", broker_name="broker-a",
+                                     broker_addrs={0: self.broker.addr})],
+        )
+
+    def stop(self) -> defer.Deferred[Any]:
+        return defer.gatherResults([s.stopService() for s in self.servers])
+
+
+@pytest.fixture
+def cluster() -> Iterator[LoopbackCluster]:
+    reactor = blocking.ensure_reactor()
+    c = blocking.call(LoopbackCluster, reactor, timeout=WAIT)
+    blocking.call(c.add_topic, "T", timeout=WAIT)
+    yield c
+    blocking.call(c.stop, timeout=WAIT)
+
+
+def test_context_manager_sends_and_shuts_down(cluster: LoopbackCluster) -> None:
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr, client_ip="10.0.0.9") as p:
+        m = Message("T", b"hello", tags="TagA", keys=["k1"], properties={"a": "1"})
+        r = p.send(m)
+        assert isinstance(r, SendResult) and r.status is SendStatus.SEND_OK
+        assert r.msg_id == m.unique_key and r.message_queue.topic == "T"
+        r = p.send(Message("T", b"q"), queue=MessageQueue("T", "broker-a", 2))
+        assert r.message_queue.queue_id == 2
+        p.send_oneway(Message("T", b"o"))
+        core = p.core
+    assert [u.producer_group for u in cluster.broker.unregisters] == ["pg"]
+    assert not blocking.call(lambda: core.instance.running, timeout=WAIT)
+    props = decode_properties(cluster.broker.sends[0].header.i)
+    assert props["a"] == "1" and props["TAGS"] == "TagA"
+
+
+def test_errors_are_raised_in_the_calling_thread(cluster: LoopbackCluster) -> None:
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr) as p:
+        with pytest.raises(MQClientError, match="contains illegal characters"):
+            p.send(Message("bad topic", b"x"))
+        cluster.broker.fail_next = [13]
+        with pytest.raises(MessageIllegalError):
+            p.send(Message("T", b"x"))
+    with pytest.raises(TypeError, match="unknown producer option"):
+        Producer("pg", namesrv_addr=cluster.namesrv_addr, no_such_option=1)
+
+
+def test_many_threads_share_one_producer(cluster: LoopbackCluster) -> None:
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr) as p:
+        def work(i: int) -> list[str]:
+            return [p.send(Message("T", f"{i}-{k}".encode())).msg_id for k in range(20)]
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            ids = [i for batch in pool.map(work, range(16)) for i in batch]
+    assert len(ids) == len(set(ids)) == 320
+    assert len(cluster.broker.sends) == 320
+
+
+def test_send_async_future_and_callback(cluster: LoopbackCluster) -> None:
+    done = threading.Event()
+    seen: list[Any] = []
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr) as p:
+        def cb(f: concurrent.futures.Future[SendResult]) -> None:
+            seen.append((threading.current_thread().name, f.result()))
+            done.set()
+
+        futs = [p.send_async(Message("T", b"a")) for _ in range(50)]
+        last = p.send_async(Message("T", b"b"), callback=cb)
+        assert all(f.result(WAIT).status is SendStatus.SEND_OK for f in futs)
+        assert last.result(WAIT).status is SendStatus.SEND_OK
+        assert done.wait(WAIT)
+        cluster.broker.fail_next = [13]
+        with pytest.raises(MessageIllegalError):
+            p.send_async(Message("T", b"c")).result(WAIT)
+    (thread, result), = seen
+    assert result == last.result() and thread.startswith("PoolThread")  # not the reactor thread
+
+
+def test_interpreter_exits_with_a_producer_left_running(tmp_path: Path) -> None:
+    script = tmp_path / "leave.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(ROOT)!r}, {str(Path(__file__).parent)!r}]
+        from rmqwire import Producer, Message
+        from rmqwire.client import blocking
+        from test_producer_blocking import LoopbackCluster
+        reactor = blocking.ensure_reactor()
+        c = blocking.call(LoopbackCluster, reactor, timeout=30)
+        blocking.call(c.add_topic, "T", timeout=30)
+        p = Producer("pg", namesrv_addr=c.namesrv_addr)
+        p.start()
+        print(p.send(Message("T", b"x")).status.value, flush=True)
+        # no shutdown: crochet stops the reactor at exit
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "SEND_OK"
