@@ -1,0 +1,244 @@
+"""Commit-log flush services: periodic (ASYNC_FLUSH) and group commit (SYNC_FLUSH).
+
+Each service is one thread that calls a flush function (``fdatasync``, which releases the GIL), so
+an appending thread, e.g. a Twisted reactor, never waits for the disk. A SYNC_FLUSH writer gets a
+``concurrent.futures.Future`` that completes with ``PutMessageStatus.PUT_OK`` once a flush covers
+its record, or ``FLUSH_DISK_TIMEOUT`` when ``syncFlushTimeout`` passes first; a broker bridges it
+to a Deferred with ``future.add_done_callback`` + ``reactor.callFromThread``. One flush serves every
+writer waiting at that moment (Java ``GroupCommitService``); ``FlushDiskWatcher`` expires waiters
+even while a flush is stuck in the kernel.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from rmqwire.server.store.results import PutMessageStatus
+
+__all__ = [
+    "FlushDiskWatcher",
+    "FlushRealTimeService",
+    "GroupCommitRequest",
+    "GroupCommitService",
+    "ServiceThread",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ServiceThread:
+    """A named daemon thread with ``wakeup`` and a stop flag (Java ``ServiceThread``)."""
+
+    name = "ServiceThread"
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        self._wakeup = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run_logged, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _run_logged(self) -> None:
+        try:
+            self.run()
+        except Exception:  # a dead flush thread would silently stop durability: make it loud
+            log.exception("%s died", self.name)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def wakeup(self) -> None:
+        self._wakeup.set()
+
+    def wait_for_running(self, interval_s: float) -> None:
+        self._wakeup.wait(interval_s)
+        self._wakeup.clear()
+        self.on_wait_end()
+
+    def on_wait_end(self) -> None:
+        pass
+
+    def shutdown(self, timeout: float = 60.0) -> None:
+        self._stopped.set()
+        self._wakeup.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
+            if t.is_alive():
+                log.error("%s did not stop within %.0f s", self.name, timeout)
+
+
+class GroupCommitRequest:
+    """A writer waiting until the commit log is flushed up to ``next_offset``."""
+
+    __slots__ = ("next_offset", "deadline", "future")
+
+    def __init__(self, next_offset: int, timeout_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.next_offset = next_offset
+        self.deadline = clock() + timeout_ms / 1000.0
+        self.future: concurrent.futures.Future[PutMessageStatus] = concurrent.futures.Future()
+
+    def wakeup_customer(self, status: PutMessageStatus) -> None:
+        """Complete the future once; later completions (flush vs. watcher) are ignored."""
+        try:
+            self.future.set_result(status)
+        except concurrent.futures.InvalidStateError:
+            pass
+
+
+class FlushDiskWatcher(ServiceThread):
+    """Completes overdue requests with FLUSH_DISK_TIMEOUT, in arrival order (deadlines share one
+    timeout, so the order is also deadline order)."""
+
+    name = "FlushDiskWatcher"
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._clock = clock
+        self._requests: queue.SimpleQueue[GroupCommitRequest] = queue.SimpleQueue()
+
+    def add(self, request: GroupCommitRequest) -> None:
+        self._requests.put(request)
+
+    def run(self) -> None:
+        while not self.stopped:
+            try:
+                req = self._requests.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            while not req.future.done() and not self.stopped:
+                left = req.deadline - self._clock()
+                if left <= 0:
+                    req.wakeup_customer(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    break
+                concurrent.futures.wait([req.future], timeout=min(left, 0.2))
+
+
+class GroupCommitService(ServiceThread):
+    """SYNC_FLUSH: batches waiting writers, flushes once, completes all of them."""
+
+    name = "GroupCommitService"
+
+    def __init__(
+        self,
+        flush: Callable[[], int],
+        on_flushed: Callable[[int], None],
+        *,
+        wait_interval_s: float = 0.01,
+    ) -> None:
+        """``flush()`` makes the commit log durable and returns the flushed offset;
+        ``on_flushed(offset)`` runs after each flush (dispatch, checkpoint time)."""
+        super().__init__()
+        self._flush = flush
+        self._on_flushed = on_flushed
+        self._interval = wait_interval_s
+        self._lock = threading.Lock()
+        self._requests_write: list[GroupCommitRequest] = []
+        self._requests_read: list[GroupCommitRequest] = []
+
+    def put_request(self, request: GroupCommitRequest) -> None:
+        with self._lock:
+            self._requests_write.append(request)
+        self.wakeup()
+
+    def on_wait_end(self) -> None:
+        self._swap_requests()
+
+    def _swap_requests(self) -> None:
+        with self._lock:
+            self._requests_write, self._requests_read = self._requests_read, self._requests_write
+
+    def do_commit(self) -> None:
+        requests, self._requests_read = self._requests_read, []
+        flushed = self._flush()
+        for req in requests:
+            ok = flushed >= req.next_offset
+            # A record can straddle files only in the sense that its file rolled meanwhile:
+            # a second flush reaches it (Java retries the same way).
+            for _ in range(2):
+                if ok:
+                    break
+                flushed = self._flush()
+                ok = flushed >= req.next_offset
+            req.wakeup_customer(PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        try:
+            self._on_flushed(flushed)
+        except Exception:
+            log.exception("after-flush hook failed")
+
+    def run(self) -> None:
+        while not self.stopped:
+            try:
+                self.wait_for_running(self._interval)
+                self.do_commit()
+            except Exception:
+                log.exception("%s: flush failed", self.name)
+        # Shutdown: serve whoever arrived meanwhile, then one last flush.
+        self._swap_requests()
+        try:
+            self.do_commit()
+        except Exception:
+            log.exception("%s: final flush failed", self.name)
+
+
+class FlushRealTimeService(ServiceThread):
+    """ASYNC_FLUSH: flush every ``flushIntervalCommitLog`` when at least
+    ``flushCommitLogLeastPages`` pages are dirty, and everything every
+    ``flushCommitLogThoroughInterval`` (Java ``FlushRealTimeService``)."""
+
+    name = "FlushRealTimeService"
+
+    def __init__(
+        self,
+        flush: Callable[[int], int],
+        on_flushed: Callable[[int], None],
+        *,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self._flush = flush
+        self._on_flushed = on_flushed
+        self._interval = interval_ms / 1000.0
+        self._least_pages = least_pages
+        self._thorough = thorough_interval_ms / 1000.0
+        self._clock = clock
+        self._last_thorough = 0.0
+
+    def flush_once(self) -> int:
+        least = self._least_pages
+        now = self._clock()
+        if now >= self._last_thorough + self._thorough:
+            self._last_thorough = now
+            least = 0
+        flushed = self._flush(least)
+        self._on_flushed(flushed)
+        return flushed
+
+    def run(self) -> None:
+        while not self.stopped:
+            # Java sleeps a fixed interval (flushCommitLogTimed=true): no wake-up per put.
+            self._stopped.wait(self._interval)
+            try:
+                self.flush_once()
+            except Exception:
+                log.exception("%s: flush failed", self.name)
+        try:
+            self._on_flushed(self._flush(0))
+        except Exception:
+            log.exception("%s: final flush failed", self.name)
