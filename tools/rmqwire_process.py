@@ -49,7 +49,8 @@ class RmqwireNamesrv:
     """``rmqwire namesrv`` on 127.0.0.1 with the given config keys (``listenPort`` 0 = any free)."""
 
     def __init__(self, props: dict[str, str] | None = None, *, workdir: Path | None = None,
-                 python: str = sys.executable, log_level: str = "info") -> None:
+                 python: str = sys.executable, log_level: str = "info",
+                 env: dict[str, str] | None = None) -> None:
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rmqwire-ns-"))
         self.props = {
@@ -60,6 +61,7 @@ class RmqwireNamesrv:
         }
         self.python = python
         self.log_level = log_level
+        self.env = env or {}
         self.popen: subprocess.Popen[bytes] | None = None
         self.addr = ""
         self.returncode: int | None = None
@@ -80,7 +82,7 @@ class RmqwireNamesrv:
 
     def start(self, timeout: float = START_TIMEOUT) -> RmqwireNamesrv:
         self.config_file.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **self.env}
         with open(self.output_path, "wb") as out:
             self.popen = subprocess.Popen(
                 [self.python, "-m", "rmqwire", "namesrv", "-c", str(self.config_file),
@@ -102,6 +104,14 @@ class RmqwireNamesrv:
                 raise NamesrvStartError(f"rmqwire namesrv: no boot line in {timeout:.0f} s:\n"
                                         f"{self.output()[-3000:]}")
             time.sleep(0.05)
+
+    def restart(self, timeout: float = START_TIMEOUT) -> RmqwireNamesrv:
+        """Stop (if running) and start again on the same port (clients keep its address)."""
+        if self.addr:
+            self.props["listenPort"] = self.addr.rsplit(":", 1)[1]
+        self.stop()
+        self.popen = None
+        return self.start(timeout)
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -202,6 +212,25 @@ class BrokersOnNamesrv(ReferenceCluster):
             if b.info.addr == addr:
                 return b.proc.pid
         raise KeyError(addr)
+
+    def kill_broker(self, addr: str) -> None:
+        """SIGKILL the broker at ``addr`` (no unregistration: only its closed connections tell)."""
+        for b in self._brokers:
+            if b.info.addr == addr:
+                os.killpg(b.proc.pid, signal.SIGKILL)
+                b.proc.popen.wait()
+                return
+        raise KeyError(addr)
+
+    def restart_broker(self, name: str, conf: dict[str, str] | None = None) -> BrokerInfo:
+        """Start a master named ``name`` again after it died (fresh ports and store)."""
+        with self._lock:
+            dead = [b for b in self._brokers if b.info.name == name and not b.proc.alive()]
+            for b in dead:
+                self._brokers.remove(b)
+        if not dead:
+            raise ValueError(f"broker {name!r} is not dead")
+        return self.add_broker(name, conf)
 
     def stop_official_namesrv(self) -> None:
         """Stop the official NameServer alone (brokers and clients keep the other ones)."""

@@ -96,6 +96,9 @@ class NameServer(Service):
         """Load the KV table, listen (a port in use raises here) and start the expiry scan."""
         self.kv.load()
         self.server.startService()
+        if self.settings.server.listen_port == 0:
+            # As Java does, so GET_NAMESRV_CONFIG shows the port actually listened on.
+            self.settings.server.listen_port = self.server.port
         self._start_scan()
         super().startService()
         self.log.info(
