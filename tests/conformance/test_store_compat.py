@@ -17,9 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from rmqwire.codec.ids import UniqueIdGenerator, create_offset_msg_id, parse_offset_msg_id
+from rmqwire.codec.ids import (
+    UniqueIdGenerator,
+    create_offset_msg_id,
+    parse_offset_msg_id,
+)
 from rmqwire.codec.message import Message, MessageExt, decode_messages, encode_batch
-from rmqwire.server.store import DefaultMessageStore, GetMessageStatus, MessageStoreConfig
+from rmqwire.server.store import (
+    DefaultMessageStore,
+    GetMessageStatus,
+    MessageStoreConfig,
+    StoreLoadError,
+)
 from tools.peers.java_peer import JavaPeer
 from tools.peers.records import RESERVED_PROPERTY_NAMES
 from tools.peers.topics import create_topic
@@ -103,6 +112,9 @@ def test_rmqwire_reads_official_broker_store(reference_cluster_factory, tmp_path
         sent += peer.produce(topic, 12, mode="batch", tag="TagB", keys="b-{i}", props=USER_PROPS)
         sent += peer.produce(topic, 4, tag="TagC", body_size=20_000, compress=True)
     assert {r.status for r in sent} == {"SEND_OK"}
+    # While the official broker runs, its lock (Java FileLock on byte 0) keeps rmqwire out.
+    with pytest.raises(StoreLoadError, match="locked"):
+        DefaultMessageStore(MessageStoreConfig.from_properties(_store_conf(root))).load()
     cluster.stop()  # SIGTERM: the broker flushes, dispatches and removes its abort file
 
     store = _open_store(root)

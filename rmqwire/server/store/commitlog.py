@@ -32,7 +32,11 @@ from rmqwire.codec.message import (
 )
 from rmqwire.server.store.config import MessageStoreConfig
 from rmqwire.server.store.mapped_file import MappedFile, MappedFileQueue
-from rmqwire.server.store.results import AppendMessageResult, AppendMessageStatus, DispatchRequest
+from rmqwire.server.store.results import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    DispatchRequest,
+)
 
 __all__ = [
     "END_FILE_MIN_BLANK_LENGTH",

@@ -176,8 +176,7 @@ class ConsumeQueue:
                 f.write_at(keep, bytes(old_end - keep))
             if last_end is not None:
                 self.max_physic_offset = last_end
-            if mfq.flushed_where > f.file_from_offset + keep:
-                mfq.flushed_where = f.file_from_offset + keep
+            mfq.flushed_where = min(mfq.flushed_where, f.file_from_offset + keep)
             return
 
     def flush(self, least_pages: int) -> bool:
@@ -219,8 +218,7 @@ class ConsumeQueue:
             return
         start = self.min_logic_offset - first.file_from_offset
         intact = start >= 0
-        if start < 0:
-            start = 0
+        start = max(start, 0)
         if start > first.read_position:
             log.error("consume queue file %s should have been deleted", first.file_name)
             return

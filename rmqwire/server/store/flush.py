@@ -84,7 +84,7 @@ class ServiceThread:
 class GroupCommitRequest:
     """A writer waiting until the commit log is flushed up to ``next_offset``."""
 
-    __slots__ = ("next_offset", "deadline", "future")
+    __slots__ = ("deadline", "future", "next_offset")
 
     def __init__(self, next_offset: int, timeout_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.next_offset = next_offset

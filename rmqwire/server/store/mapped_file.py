@@ -40,18 +40,18 @@ class MappedFile:
     """One segment: ``<dir>/<20-digit start offset>``, mapped read-write in full."""
 
     __slots__ = (
-        "path",
-        "file_size",
+        "_fd",
+        "available",
         "file_from_offset",
-        "wrote_position",
-        "flushed_position",
-        "store_timestamp",
+        "file_size",
         "first_create_in_queue",
+        "flushed_position",
+        "mm",
+        "path",
         "start_timestamp",
         "stop_timestamp",
-        "_fd",
-        "mm",
-        "available",
+        "store_timestamp",
+        "wrote_position",
     )
 
     def __init__(self, path: Path, file_size: int, *, create: bool = False) -> None:
@@ -328,8 +328,7 @@ class MappedFileQueue:
                     f.zero_tail(pos)
                 keep.append(f)
             self.files = keep
-        if self.flushed_where > offset:
-            self.flushed_where = offset
+        self.flushed_where = min(self.flushed_where, offset)
 
     def delete_last_file(self) -> None:
         with self._lock:

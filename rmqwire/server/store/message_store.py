@@ -64,9 +64,12 @@ from rmqwire.server.store.flush import (
     ServiceThread,
 )
 from rmqwire.server.store.mapped_file import StoreLoadError
-from rmqwire.server.store.recovery import RecoveryReport, recover_commit_log, recover_consume_queues
+from rmqwire.server.store.recovery import (
+    RecoveryReport,
+    recover_commit_log,
+    recover_consume_queues,
+)
 from rmqwire.server.store.results import (
-    AppendMessageResult,
     AppendMessageStatus,
     DispatchRequest,
     GetMessageResult,
@@ -74,7 +77,11 @@ from rmqwire.server.store.results import (
     PutMessageResult,
     PutMessageStatus,
 )
-from rmqwire.server.store.retention import CleanCommitLogService, RunningFlags, disk_partition_used_ratio
+from rmqwire.server.store.retention import (
+    CleanCommitLogService,
+    RunningFlags,
+    disk_partition_used_ratio,
+)
 
 __all__ = ["DefaultMessageStore", "StoreStats"]
 
@@ -102,6 +109,15 @@ def _done(result: PutMessageResult) -> concurrent.futures.Future[PutMessageResul
     f: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
     f.set_result(result)
     return f
+
+
+def _lock_byte_zero(fd: int) -> None:
+    ofd = getattr(fcntl, "F_OFD_SETLK", None)
+    if ofd is None:  # not Linux: a classic POSIX lock
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        return
+    # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), native layout
+    fcntl.fcntl(fd, ofd, struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
 
 
 def _is_safe_name(topic: str) -> bool:
@@ -384,11 +400,13 @@ class DefaultMessageStore:
         return self._shutdown
 
     def _acquire_lock(self) -> None:
-        # A POSIX record lock on byte 0, as Java's FileChannel.tryLock(0, 1, false): the official
-        # broker and rmqwire exclude each other from one directory.
+        # A write lock on byte 0 of ``lock``, as Java's FileChannel.tryLock(0, 1, false). An
+        # open-file-description lock conflicts with Java's POSIX lock in another process and with
+        # a second store opened in this process, and closing some other descriptor of the file
+        # does not drop it (a classic POSIX lock would be lost on any close in the process).
         fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            _lock_byte_zero(fd)
         except OSError:
             os.close(fd)
             raise StoreLoadError(f"{self.config.root_dir} is locked by another running store") from None

@@ -23,7 +23,11 @@ from dataclasses import dataclass
 
 from rmqwire.codec.message import MAGIC_CODE_V1, MAGIC_CODE_V2
 from rmqwire.server.store.checkpoint import StoreCheckpoint
-from rmqwire.server.store.commitlog import CommitLog, check_message_and_return_size, store_timestamp_position
+from rmqwire.server.store.commitlog import (
+    CommitLog,
+    check_message_and_return_size,
+    store_timestamp_position,
+)
 from rmqwire.server.store.consume_queue import ConsumeQueue
 from rmqwire.server.store.mapped_file import MappedFile
 from rmqwire.server.store.results import DispatchRequest
