@@ -21,11 +21,13 @@ _EXPORTS = {
     "TransactionSendResult": "rmqwire.client.message",
     "LocalTransactionState": "rmqwire.client.message",
     "MessageQueue": "rmqwire.model",
+    "Admin": "rmqwire.admin",
 }
 
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
+    from rmqwire.admin import Admin
     from rmqwire.client.message import (
         LocalTransactionState,
         Message,

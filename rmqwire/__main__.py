@@ -89,6 +89,11 @@ def namesrv(config_file: str | None, print_config: bool, log_level: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["admin"]:  # ``python -m rmqwire admin ...`` is ``rmqadmin ...``
+        from rmqwire.cli.main import main as rmqadmin
+
+        return rmqadmin(args_in[1:])
     parser = argparse.ArgumentParser(prog="rmqwire", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     p_demo = sub.add_parser("demo", help="encode and decode a GET_ROUTEINFO_BY_TOPIC frame")

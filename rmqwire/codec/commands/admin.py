@@ -267,3 +267,65 @@ class GetAllProducerInfo(Command):
     code = RequestCode.GET_ALL_PRODUCER_INFO
     header = GetAllProducerInfoRequestHeader
     response_body = bytes
+
+
+# ---- added for the Admin API (issue 14) -------------------------------------------------------
+
+
+@dataclass
+class ProducerConnection(FastjsonBody):
+    """GET_PRODUCER_CONNECTION_LIST answer (the command keeps the body as bytes)."""
+
+    connection_set: list[Connection] | None = prop(
+        "connectionSet", list_of(body_of(Connection)), factory=list
+    )
+
+
+@dataclass
+class BrokerStatsItem(FastjsonBody):
+    sum: int = prop("sum", LONG, 0)
+    tps: float = prop("tps", DOUBLE, 0.0)
+    avgpt: float = prop("avgpt", DOUBLE, 0.0)
+
+
+@dataclass
+class BrokerStatsData(FastjsonBody):
+    """VIEW_BROKER_STATS_DATA answer (the command keeps the body as bytes)."""
+
+    stats_minute: BrokerStatsItem | None = prop("statsMinute", body_of(BrokerStatsItem))
+    stats_hour: BrokerStatsItem | None = prop("statsHour", body_of(BrokerStatsItem))
+    stats_day: BrokerStatsItem | None = prop("statsDay", body_of(BrokerStatsItem))
+
+
+@dataclass
+class ConsumeStatsList(FastjsonBody):
+    """GET_BROKER_CONSUME_STATS answer: per group, the ConsumeStats of each of its topics."""
+
+    consume_stats_list: list[dict[str, list[ConsumeStats]]] | None = prop(
+        "consumeStatsList", list_of(map_of(STR_KEY, list_of(body_of(ConsumeStats)))), factory=list
+    )
+    broker_addr: str | None = prop("brokerAddr", STRING)
+    total_diff: int = prop("totalDiff", LONG, 0)
+    total_inflight_diff: int = prop("totalInflightDiff", LONG, 0)
+
+
+class GetConsumeStatsInBrokerHeader(CommandHeader):
+    is_order: bool = jfield("boolean", required=True)
+
+
+class GetBrokerConsumeStats(Command):
+    code = RequestCode.GET_BROKER_CONSUME_STATS
+    header = GetConsumeStatsInBrokerHeader
+    response_body = ConsumeStatsList
+
+
+class CleanExpiredConsumeQueue(Command):
+    code = RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE
+
+
+class DeleteExpiredCommitLog(Command):
+    code = RequestCode.DELETE_EXPIRED_COMMITLOG
+
+
+class CleanUnusedTopic(Command):
+    code = RequestCode.CLEAN_UNUSED_TOPIC

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from rmqwire.codec.body import (
     LONG,
     LONG_KEY,
+    MQ,
     STR_KEY,
     FastjsonBody,
     body_of,
@@ -24,6 +25,7 @@ from rmqwire.codec.header import (
     TopicRequestHeader,
     jfield,
 )
+from rmqwire.model import MessageQueue
 
 
 class QueryConsumerOffsetRequestHeader(TopicQueueRequestHeader):
@@ -206,3 +208,15 @@ class CloneGroupOffset(Command):
 class GetAllConsumerOffset(Command):
     code = RequestCode.GET_ALL_CONSUMER_OFFSET
     response_body = ConsumerOffsetSerializeWrapper
+
+
+# ---- added for the Admin API (issue 14) -------------------------------------------------------
+
+
+@dataclass
+class ResetOffsetBody(FastjsonBody):
+    """INVOKE_BROKER_TO_RESET_OFFSET answer (the command keeps the body as bytes)."""
+
+    offset_table: dict[MessageQueue, int] | None = prop(
+        "offsetTable", map_of(MQ, LONG), factory=dict
+    )

@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rmqwire.codec.body import (
+    BOOL,
+    INT,
+    LONG,
+    STRING,
+    FastjsonBody,
+    body_of,
+    list_of,
+    prop,
+)
 from rmqwire.codec.codes import RequestCode
 from rmqwire.codec.commands.base import Command
+from rmqwire.codec.commands.heartbeat import SubscriptionData
 from rmqwire.codec.header import (
     CommandHeader,
     TopicQueueRequestHeader,
@@ -70,3 +83,28 @@ class QueryConsumeQueue(Command):
     code = RequestCode.QUERY_CONSUME_QUEUE
     header = QueryConsumeQueueRequestHeader
     response_body = bytes
+
+
+# ---- added for the Admin API (issue 14) -------------------------------------------------------
+
+
+@dataclass
+class ConsumeQueueData(FastjsonBody):
+    physic_offset: int = prop("physicOffset", LONG, 0)
+    physic_size: int = prop("physicSize", INT, 0)
+    tags_code: int = prop("tagsCode", LONG, 0)
+    extend_data_json: str | None = prop("extendDataJson", STRING)
+    bit_map: str | None = prop("bitMap", STRING)
+    eval: bool = prop("eval", BOOL, False)
+    msg: str | None = prop("msg", STRING)
+
+
+@dataclass
+class QueryConsumeQueueResponseBody(FastjsonBody):
+    """QUERY_CONSUME_QUEUE answer (the command keeps the body as bytes)."""
+
+    subscription_data: SubscriptionData | None = prop("subscriptionData", body_of(SubscriptionData))
+    filter_data: str | None = prop("filterData", STRING)
+    queue_data: list[ConsumeQueueData] | None = prop("queueData", list_of(body_of(ConsumeQueueData)))
+    max_queue_index: int = prop("maxQueueIndex", LONG, 0)
+    min_queue_index: int = prop("minQueueIndex", LONG, 0)
