@@ -1,0 +1,1 @@
+"""Side-by-side producer benchmark (rmqwire vs the official Java client): ``python -m tools.bench.producer``."""

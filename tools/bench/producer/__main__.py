@@ -1,0 +1,3 @@
+from tools.bench.producer.bench import main
+
+raise SystemExit(main())

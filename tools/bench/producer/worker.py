@@ -1,0 +1,166 @@
+"""One rmqwire load run (the counterpart of ProducerTool.java's ``bench``): prints one JSON line.
+
+    python -m tools.bench.producer.worker --namesrv A --topic T --mode sync --threads 16 --seconds 10
+
+Modes: sync, batch, oneway (blocking Producer, ``--threads`` callers), async (blocking
+``send_async`` with at most ``--inflight`` pending), core-async (the Twisted core driven from the
+reactor thread, same window). Latency = call to result; the first ``--warmup`` seconds are not
+counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from rmqwire import Message, Producer  # noqa: E402
+from twisted.python.failure import Failure  # noqa: E402
+
+from rmqwire.client import blocking  # noqa: E402
+
+
+def _summary(mode: str, threads: int, seconds: float, sent: int, lat: list[float], failed: int) -> dict[str, Any]:
+    lat.sort()
+    n = len(lat)
+    mean = sum(lat) / n * 1000 if n else 0.0
+    p99 = lat[min(n - 1, max(0, -(-n * 99 // 100) - 1))] * 1000 if n else 0.0
+    return {"mode": mode, "threads": threads, "messages": sent, "seconds": seconds,
+            "tps": sent / seconds, "meanMs": mean, "p99Ms": p99, "failed": failed}
+
+
+def run(a: argparse.Namespace) -> dict[str, Any]:
+    body = b"x" * a.body_size
+    lat: list[float] = []
+    lock = threading.Lock()
+    counts = {"sent": 0, "failed": 0}
+    with Producer(f"rmqwire_bench_{a.mode}", namesrv_addr=a.namesrv,
+                  compress_msg_body_over_howmuch=2**31 - 1,
+                  instance_name=f"bench_{a.mode}_{os.getpid()}") as p:
+        p.send(Message(a.topic, body))  # route and connection ready before timing
+        warm_end = time.perf_counter() + a.warmup
+        end = warm_end + a.seconds
+
+        def record(t0: float, t1: float, n: int) -> None:
+            if t0 >= warm_end and t1 <= end:
+                with lock:
+                    lat.append(t1 - t0)
+                    counts["sent"] += n
+
+        if a.mode in ("async", "core-async"):
+            slots = threading.Semaphore(a.inflight)
+            done = threading.Event()
+            outstanding = [0]
+
+            def finished(t0: float, f: Any) -> None:
+                t1 = time.perf_counter()
+                if f.exception() is None:
+                    record(t0, t1, 1)
+                else:
+                    with lock:
+                        counts["failed"] += 1
+                slots.release()
+
+            if a.mode == "async":
+                while time.perf_counter() < end:
+                    slots.acquire()
+                    t0 = time.perf_counter()
+                    p.send_async(Message(a.topic, body)).add_done_callback(
+                        lambda f, t0=t0: finished(t0, f))
+            else:
+                core = p.core
+                reactor = blocking.ensure_reactor()
+
+                def pump() -> None:
+                    # runs in the reactor thread: keep `inflight` sends going until the end
+                    while outstanding[0] < a.inflight:
+                        t0 = time.perf_counter()
+                        if t0 >= end:
+                            if outstanding[0] == 0:
+                                done.set()
+                            return
+                        outstanding[0] += 1
+                        d = core.send_async(Message(a.topic, body))
+                        d.addBoth(lambda r, t0=t0: settle(t0, r))
+
+                def settle(t0: float, result: Any) -> None:
+                    t1 = time.perf_counter()
+                    outstanding[0] -= 1
+                    if isinstance(result, Failure):
+                        with lock:
+                            counts["failed"] += 1
+                    else:
+                        record(t0, t1, 1)
+                    pump()
+
+                reactor.callFromThread(pump)
+                done.wait(a.seconds + a.warmup + 60)
+            if a.mode == "async":
+                for _ in range(a.inflight):  # the last sends in flight
+                    slots.acquire()
+        else:
+            def worker() -> None:
+                while True:
+                    t0 = time.perf_counter()
+                    if t0 >= end:
+                        return
+                    try:
+                        if a.mode == "sync":
+                            p.send(Message(a.topic, body))
+                            n = 1
+                        elif a.mode == "batch":
+                            p.send([Message(a.topic, body) for _ in range(a.batch)])
+                            n = a.batch
+                        else:
+                            p.send_oneway(Message(a.topic, body))
+                            n = 1
+                    except Exception:
+                        with lock:
+                            counts["failed"] += 1
+                        continue
+                    record(t0, time.perf_counter(), n)
+
+            workers = [threading.Thread(target=worker) for _ in range(a.threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+    return _summary(a.mode, a.threads, a.seconds, counts["sent"], lat, counts["failed"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--namesrv", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--mode", required=True, choices=["sync", "batch", "oneway", "async", "core-async"])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--warmup", type=float, default=2)
+    ap.add_argument("--body-size", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--inflight", type=int, default=1024)
+    ap.add_argument("--profile", help="write a cProfile of the run (all threads' time in the "
+                                      "reactor thread shows as the main thread's waits) here")
+    a = ap.parse_args(argv)
+    if a.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        result = prof.runcall(run, a)
+        prof.dump_stats(a.profile)
+    else:
+        result = run(a)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
