@@ -4,8 +4,10 @@
    opens that directory and reads every message back (by commit-log offset and through the consume
    queues) with the same msgId, queue offset, body, tags, keys and properties, and keeps appending.
 2. rmqwire's store writes messages (single and batch) plus ``config/topics.json``; the official
-   broker starts on that directory and an official Java consumer receives every message with the
-   same ids, offsets, bodies and properties.
+   broker starts on that directory (after a clean shutdown, and after a crash: its abnormal
+   recovery) and an official Java consumer receives every message with the same ids, offsets,
+   bodies and properties.
+3. rmqwire recovers the directory of an official broker killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -166,10 +168,37 @@ def test_rmqwire_reads_official_broker_store(reference_cluster_factory, tmp_path
         store.shutdown()
 
 
+def test_rmqwire_recovers_a_store_left_by_a_killed_official_broker(reference_cluster_factory, tmp_path):
+    root = tmp_path / "store"
+    cluster = reference_cluster_factory(broker_conf=_store_conf(root))
+    topic = f"compat_kill_{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.broker_addr, topic, queues=2, namesrv_addr=cluster.namesrv_addr)
+    with JavaPeer(cluster.namesrv_addr, version=cluster.version) as peer:
+        sent = peer.produce(topic, 40, tag="TagK", keys="k-{i}", props=USER_PROPS)
+    assert {r.status for r in sent} == {"SEND_OK"}
+    cluster.kill_broker(cluster.broker_name)  # SIGKILL: abort file and Java's checkpoint stay
+    assert (root / "abort").exists()
+
+    store = _open_store(root)
+    try:
+        assert store.recovery_report.abnormal and not store.recovery_report.torn_tail
+        queues = _read_all(store, topic)
+        got = {m.msg_id: m for msgs in queues.values() for m in msgs}
+        assert set(got) == {s.msg_id for s in sent}
+        for s in sent:
+            m = got[s.msg_id]
+            assert (m.queue_id, m.queue_offset) == (s.queue.queue_id, s.queue_offset)
+            assert m.offset_msg_id == s.offset_msg_id
+            assert _sha(m.body) == s.body_sha256 and _user_props(m.properties) == s.user_properties
+    finally:
+        store.shutdown()
+
+
 # ------------------------------------------------------------------ rmqwire -> official broker
 
 
-def test_official_broker_serves_rmqwire_store(reference_cluster_factory, tmp_path):
+@pytest.mark.parametrize("ending", ["shutdown", "crash"])
+def test_official_broker_serves_rmqwire_store(reference_cluster_factory, tmp_path, ending):
     root = tmp_path / "store"
     topic = f"compat_r2j_{uuid.uuid4().hex[:8]}"
     ids = UniqueIdGenerator("127.0.0.1")
@@ -206,7 +235,11 @@ def test_official_broker_serves_rmqwire_store(reference_cluster_factory, tmp_pat
                 "user": {"color": f"b{j}"}, "queue": 1, "offset": r.queue_offset + j,
             }
     finally:
-        store.shutdown()
+        if ending == "crash":
+            store.abandon()  # as a killed process: abort file stays, the official broker recovers
+        else:
+            store.shutdown()
+    assert (root / "abort").exists() == (ending == "crash")
     config = root / "config"
     config.mkdir()
     (config / "topics.json").write_text(_topics_json({topic: 4}), encoding="utf-8")

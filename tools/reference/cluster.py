@@ -611,6 +611,17 @@ class ReferenceCluster:
         self.timings[f"broker_start_s:{name}"] = time.monotonic() - t0
         return info
 
+    def kill_broker(self, name: str) -> BrokerInfo:
+        """SIGKILL one broker's process group, as a crash would; its store directory stays."""
+        with self._lock:
+            found = next((b for b in self._brokers if b.info.name == name), None)
+            if found is None:
+                raise ValueError(f"no running broker {name!r} in this cluster")
+            self._brokers.remove(found)
+        _killpg(found.proc.pid, signal.SIGKILL)
+        found.proc.popen.wait()
+        return found.info
+
     def _probe_credentials(self) -> tuple[str, str] | None:
         """(access key, secret key) the launcher signs its broker requests with when ACL is on
         (an unsigned request is refused)."""

@@ -13,6 +13,7 @@ the next segment.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import struct
@@ -69,6 +70,8 @@ _BLANK = struct.Struct(">ii")
 # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
 _HEAD = struct.Struct(">iiiiiqqiq")
 _Q_AND_PHYS = struct.Struct(">qq")
+#: Tags repeat a lot; their hash is computed once (bounded, so hostile tags cannot grow it).
+_tags_hash = functools.lru_cache(maxsize=4096)(java_string_hash)
 
 
 def store_timestamp_position(sys_flag: int) -> int:
@@ -88,7 +91,7 @@ def tags_code_of(
     if not properties:
         return 0
     tags = properties.get(PropertyKey.TAGS)
-    code = java_string_hash(tags) if tags else 0
+    code = _tags_hash(tags) if tags else 0
     if topic == SCHEDULE_TOPIC:
         t = properties.get(PropertyKey.DELAY_TIME_LEVEL)
         if t is not None:

@@ -105,9 +105,14 @@ ArrivalListener = Callable[[DispatchRequest], None]
 Dispatcher = Callable[[DispatchRequest], None]
 
 
-def _done(result: PutMessageResult) -> concurrent.futures.Future[PutMessageResult]:
+_PutOutcome = PutMessageResult | concurrent.futures.Future[PutMessageResult]
+
+
+def _as_future(r: _PutOutcome) -> concurrent.futures.Future[PutMessageResult]:
+    if isinstance(r, concurrent.futures.Future):
+        return r
     f: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
-    f.set_result(result)
+    f.set_result(r)
     return f
 
 
@@ -264,7 +269,8 @@ class DefaultMessageStore:
         self._memory_for_hot_data = total_physical_memory() * config.access_message_in_memory_max_ratio // 100
 
         self._put_lock = threading.Lock()
-        self._dispatch_lock = threading.Lock()
+        # Re-entrant: a dispatcher or listener may put a message itself (e.g. a schedule service).
+        self._dispatch_lock = threading.RLock()
         self._cq_lock = threading.Lock()
         self._topic_queue_table: dict[tuple[str, int], int] = {}
         self._pending: collections.deque[DispatchRequest] = collections.deque()
@@ -634,21 +640,39 @@ class DefaultMessageStore:
         return self.config.os_page_cache_busy_time_out_mills < diff < 10_000_000
 
     def put_message(self, msg: MessageExt) -> PutMessageResult:
-        """``async_put_message`` and wait (Java ``putMessage``): for callers off the reactor."""
-        return self._wait(self.async_put_message(msg))
+        """Append one message and wait for its flush if SYNC_FLUSH asks for it (Java
+        ``putMessage``); on a reactor thread use ``async_put_message``."""
+        return self._wait(self._put_message(msg))
 
     def put_messages(self, batch: MessageExt) -> PutMessageResult:
-        return self._wait(self.async_put_messages(batch))
+        """``async_put_messages`` and wait."""
+        return self._wait(self._put_messages(batch))
 
-    def _wait(self, f: concurrent.futures.Future[PutMessageResult]) -> PutMessageResult:
+    def async_put_message(self, msg: MessageExt) -> concurrent.futures.Future[PutMessageResult]:
+        """Append one message now; the future completes at once (ASYNC_FLUSH, or WAIT=false) or
+        when a flush covers it (SYNC_FLUSH), from the flush thread."""
+        return _as_future(self._put_message(msg))
+
+    def async_put_messages(self, batch: MessageExt) -> concurrent.futures.Future[PutMessageResult]:
+        """Append a SEND_BATCH_MESSAGE body (``batch.body``) as one record per inner message.
+
+        As RocketMQ 5.3.3, every record carries its own properties followed by the batch's
+        properties (``batch.properties``, e.g. its UNIQ_KEY and CLUSTER): where a key is in both,
+        readers see the batch's value. All records get one store timestamp and consecutive queue
+        offsets, and move to the next file together.
+        """
+        return _as_future(self._put_messages(batch))
+
+    def _wait(self, r: PutMessageResult | concurrent.futures.Future[PutMessageResult]) -> PutMessageResult:
+        if isinstance(r, PutMessageResult):
+            return r
         try:
-            return f.result(timeout=self.config.sync_flush_timeout / 1000.0 + 5.0)
+            return r.result(timeout=self.config.sync_flush_timeout / 1000.0 + 5.0)
         except concurrent.futures.TimeoutError:
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
 
-    def async_put_message(self, msg: MessageExt) -> concurrent.futures.Future[PutMessageResult]:
-        """Append one message; the future completes at once (ASYNC_FLUSH, or WAIT=false) or when
-        a flush covers it (SYNC_FLUSH).
+    def _put_message(self, msg: MessageExt) -> _PutOutcome:
+        """The append; a Future only when a SYNC_FLUSH writer must wait for the disk.
 
         ``msg`` is the broker's inner message and is updated as Java updates it: sysFlag host bits,
         BODYCRC, queue and commit-log offsets and the store timestamp. Its properties dict is
@@ -679,14 +703,7 @@ class DefaultMessageStore:
         pending = PendingRecords(record, (len(record),), sys_flag, [])
         return self._append(msg, pending, [msg.properties], msg.wait_store_msg_ok)
 
-    def async_put_messages(self, batch: MessageExt) -> concurrent.futures.Future[PutMessageResult]:
-        """Append a SEND_BATCH_MESSAGE body (``batch.body``) as one record per inner message.
-
-        As RocketMQ 5.3.3, every record carries its own properties followed by the batch's
-        properties (``batch.properties``, e.g. its UNIQ_KEY and CLUSTER): where a key is in both,
-        readers see the batch's value. All records get one store timestamp and consecutive queue
-        offsets, and move to the next file together.
-        """
+    def _put_messages(self, batch: MessageExt) -> _PutOutcome:
         refused = self.check_before_put(batch)
         if refused is not None:
             return self._failed(refused)
@@ -711,9 +728,9 @@ class DefaultMessageStore:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
         return self._append(batch, PendingRecords(data, sizes, sys_flag, []), props, batch.wait_store_msg_ok)
 
-    def _failed(self, result: PutMessageResult) -> concurrent.futures.Future[PutMessageResult]:
+    def _failed(self, result: PutMessageResult) -> PutMessageResult:
         self.stats.put_message_failed_times += 1
-        return _done(result)
+        return result
 
     def _append(
         self,
@@ -721,7 +738,7 @@ class DefaultMessageStore:
         pending: PendingRecords,
         properties: list[dict[str, str]],
         wait_store: bool,
-    ) -> concurrent.futures.Future[PutMessageResult]:
+    ) -> _PutOutcome:
         topic, queue_id = msg.topic, msg.queue_id
         tran = pending.sys_flag & _TRAN_MASK
         queued = tran == _TRAN_NOT or tran == _TRAN_COMMIT
@@ -776,15 +793,13 @@ class DefaultMessageStore:
             self._drain_dispatch()
         return self._handle_disk_flush(PutMessageResult(PutMessageStatus.PUT_OK, result), wait_store)
 
-    def _handle_disk_flush(
-        self, put_result: PutMessageResult, wait_store: bool
-    ) -> concurrent.futures.Future[PutMessageResult]:
+    def _handle_disk_flush(self, put_result: PutMessageResult, wait_store: bool) -> _PutOutcome:
         service = self._group_commit
         if service is None:  # ASYNC_FLUSH: the periodic flush takes care of it
-            return _done(put_result)
+            return put_result
         if not wait_store:
             service.wakeup()
-            return _done(put_result)
+            return put_result
         append = put_result.append_result
         assert append is not None
         req = GroupCommitRequest(append.wrote_offset + append.wrote_bytes, self.config.sync_flush_timeout, self._clock)

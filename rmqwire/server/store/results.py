@@ -62,9 +62,10 @@ class GetMessageStatus(enum.Enum):
     OFFSET_RESET = enum.auto()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class AppendMessageResult:
-    """Where a put landed: one commit-log offset per record written (several for a batch)."""
+    """Where a put landed: one commit-log offset per record written (several for a batch).
+    Treat as read-only (not frozen only because frozen construction costs on the put path)."""
 
     status: AppendMessageStatus
     wrote_offset: int = 0
@@ -140,13 +141,14 @@ class GetMessageResult:
         return b"".join(self.message_buffers)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class DispatchRequest:
     """One commit-log record as the dispatchers (consume queue, index, long polling) see it.
 
     ``msg_size`` 0 with ``success`` marks the blank end-of-file record; -1 marks unreadable bytes;
     a positive size without ``success`` is a record whose fields disagree with its TOTALSIZE.
     ``consume_queue_offset + 1`` is the queue's new max offset once this record is dispatched.
+    Treat as read-only: listeners share one instance.
     """
 
     msg_size: int

@@ -1,0 +1,1 @@
+"""Append throughput of rmqwire's store (``python -m tools.bench.store``)."""

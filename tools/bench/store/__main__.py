@@ -1,0 +1,3 @@
+from tools.bench.store.bench import main
+
+raise SystemExit(main())
