@@ -47,7 +47,7 @@ from rmqwire.codec.message import (
 )
 from rmqwire.errors import CodecError, MessageDecodeError
 from rmqwire.server.store.checkpoint import StoreCheckpoint
-from rmqwire.server.store.commitlog import CommitLog, PendingRecords, tags_code_of
+from rmqwire.server.store.commitlog import SCHEDULE_TOPIC, CommitLog, PendingRecords, tags_code_of
 from rmqwire.server.store.config import (
     CQ_STORE_UNIT_SIZE,
     MessageStoreConfig,
@@ -684,6 +684,13 @@ class DefaultMessageStore:
         body = msg.body or b""
         if len(body) > self.config.max_message_size:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
+        if msg.topic == SCHEDULE_TOPIC:
+            # Its tags code is computed from DELAY; a record whose DELAY does not parse would stop
+            # every later recovery (Java's check fails on it), so it is never written.
+            try:
+                tags_code_of(msg.topic, msg.properties, 0, self.delay_levels)
+            except ValueError:
+                return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
         sys_flag = msg.sys_flag
         sys_flag = (sys_flag | _BORN_V6) if ":" in msg.born_host[0] else (sys_flag & ~_BORN_V6)
         sys_flag = (sys_flag | _STORE_V6) if ":" in msg.store_host[0] else (sys_flag & ~_STORE_V6)
@@ -707,7 +714,7 @@ class DefaultMessageStore:
         refused = self.check_before_put(batch)
         if refused is not None:
             return self._failed(refused)
-        if batch.sys_flag & _TRAN_MASK != _TRAN_NOT or batch.delay_time_level > 0:
+        if batch.sys_flag & _TRAN_MASK != _TRAN_NOT or batch.delay_time_level > 0 or batch.topic == SCHEDULE_TOPIC:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
         body = batch.body or b""
         if len(body) > self.config.max_message_size:

@@ -117,7 +117,10 @@ def test_put_refusals(store_factory, tmp_path):
     assert store.put_message(make_msg(topic="../escape")).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert store.put_message(make_msg(topic="")).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert store.put_message(make_msg(body=None)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    bad_delay = make_msg(topic="SCHEDULE_TOPIC_XXXX", props={"DELAY": "soon"})
+    assert store.put_message(bad_delay).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert store.max_phy_offset == 0
+    assert store.put_message(make_msg(topic="SCHEDULE_TOPIC_XXXX", props={"DELAY": "2"})).is_ok
     store.shutdown()
     assert store.put_message(make_msg()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert store.get_message("g", "TopicTest", 0, 0, 1) is None
@@ -287,3 +290,49 @@ def test_schedule_topic_tags_code_is_the_delivery_time():
     assert tags_code_of("Other", props, 1000, DELAYS) != 11_000
     with pytest.raises(ValueError):
         tags_code_of("SCHEDULE_TOPIC_XXXX", {"DELAY": "x"}, 1000, DELAYS)
+
+
+def test_batch_inner_properties_without_a_final_separator_get_one(store):
+    # A batch entry whose properties string does not end with \x02 (Java's encoder tolerates it).
+    props = b"a\x01b"
+    body = b"inner"
+    entry = struct.pack(">iiiii", 20 + len(body) + 2 + len(props), 0, 0, 7, len(body)) + body
+    entry += struct.pack(">h", len(props)) + props
+    r = store.put_messages(make_msg(body=entry, tags=None, props={"UNIQ_KEY": "B1"}))
+    assert r.is_ok
+    raw = store.select_one_message_by_offset(r.commit_log_offset)
+    assert raw.endswith(b"a\x01b\x02UNIQ_KEY\x01B1\x02")
+    m = decode_message(raw, check_crc=True)
+    assert (m.flag, m.body, m.properties) == (7, b"inner", {"a": "b", "UNIQ_KEY": "B1"})
+
+
+_keys = st.text(st.characters(min_codepoint=0x61, max_codepoint=0x7A), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    inner=st.lists(st.tuples(st.binary(max_size=100), st.integers(-(2**31), 2**31 - 1),
+                             st.dictionaries(_keys.map(lambda k: "i" + k), _prop_text, max_size=3)),
+                   min_size=1, max_size=5),
+    batch_props=st.dictionaries(_keys.map(lambda k: "b" + k), _prop_text, max_size=3),
+    born=_hosts,
+    store_host=_hosts,
+)
+def test_batch_records_equal_the_schema_encoding(store_factory, tmp_path_factory, inner, batch_props, born, store_host):
+    from rmqwire.codec.message import Message, encode_batch
+
+    store = store_factory(small_config(tmp_path_factory.mktemp("b") / "store"))
+    batch = MessageExt(topic="BatchTopic", body=encode_batch([Message("BatchTopic", b, f, p) for b, f, p in inner]),
+                       properties=batch_props, queue_id=3, born_host=born, store_host=store_host,
+                       born_timestamp=123, reconsume_times=2)
+    r = store.put_messages(batch)
+    assert r.is_ok, r
+    for i, ((b, f, p), off) in enumerate(zip(inner, r.append_result.record_offsets, strict=True)):
+        expected = MessageExt(
+            topic="BatchTopic", body=b, flag=f, properties={**p, **batch_props}, queue_id=3,
+            queue_offset=r.queue_offset + i, commit_log_offset=off, sys_flag=batch.sys_flag,
+            born_timestamp=123, born_host=born, store_timestamp=r.store_timestamp, store_host=store_host,
+            reconsume_times=2, body_crc=body_crc32(b),
+        )
+        assert store.select_one_message_by_offset(off) == schema_encode_message(expected)
+    store.shutdown()

@@ -236,3 +236,54 @@ def test_every_acknowledged_record_survives_sigkill(store_factory, tmp_path, mod
             assert m.queue_offset == i
         store.shutdown()
 
+
+
+def test_rebuilt_queue_starts_mid_file_after_retention(store_factory, tmp_path):
+    """The consume queue's first file then begins with (0, Integer.MAX_VALUE, 0) blanks."""
+    root = tmp_path / "store"
+    config = small_config(root, mapped_file_size_commit_log=4096)
+    store = store_factory(config)
+    for i in range(70):
+        store.put_message(make_msg(body=b"e" * 500, props={"i": str(i)}))
+    assert store.commit_log.mapped_file_queue.delete_expired_by_time(0, 10**15, True, 3) == 3
+    first_left = decode_messages(store.select_one_message_by_offset(store.min_phy_offset))[0].queue_offset
+    store.shutdown()
+    shutil.rmtree(root / "consumequeue")
+    store = store_factory(config)
+    assert store.get_min_offset_in_queue("TopicTest", 0) == first_left > 0
+    qfile = root / "consumequeue" / "TopicTest" / "0" / file_name(first_left // 50 * 1000)
+    data = qfile.read_bytes()
+    blanks = first_left % 50
+    assert data[: blanks * 20] == (b"\0" * 8 + b"\x7f\xff\xff\xff" + b"\0" * 8) * blanks
+    res = store.get_message("g", "TopicTest", 0, 0, 32)
+    assert (res.status, res.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, first_left)
+    msgs = read_queue_from(store, first_left)
+    assert [int(m.properties["i"]) for m in msgs] == list(range(first_left, 70))
+    store.shutdown()
+    store = store_factory(config)  # the min offset is found again from the commit log's start
+    assert store.get_min_offset_in_queue("TopicTest", 0) == first_left
+
+
+def read_queue_from(store, offset):
+    out = []
+    while True:
+        res = store.get_message("g", "TopicTest", 0, offset, 32)
+        if res.status is not GetMessageStatus.FOUND:
+            return out
+        out.extend(decode_messages(res.body, check_crc=True))
+        offset = res.next_begin_offset
+
+
+def test_shutdown_leaves_no_threads_and_delete_topics(store_factory):
+    import threading
+
+    store = store_factory()
+    store.put_message(make_msg(topic="Gone"))
+    store.put_message(make_msg(topic="Kept"))
+    assert store.delete_topics(["Gone", "Nope"]) == 1
+    assert store.topics() == ["Kept"]
+    assert store.get_max_offset_in_queue("Gone", 0) == 0
+    assert store.put_message(make_msg(topic="Gone")).queue_offset == 0  # a topic recreated starts over
+    store.shutdown()
+    names = {t.name for t in threading.enumerate()}
+    assert not names & {"GroupCommitService", "FlushRealTimeService", "FlushDiskWatcher", "StoreScheduler"}
