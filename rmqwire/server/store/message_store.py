@@ -47,7 +47,12 @@ from rmqwire.codec.message import (
 )
 from rmqwire.errors import CodecError, MessageDecodeError
 from rmqwire.server.store.checkpoint import StoreCheckpoint
-from rmqwire.server.store.commitlog import SCHEDULE_TOPIC, CommitLog, PendingRecords, tags_code_of
+from rmqwire.server.store.commitlog import (
+    SCHEDULE_TOPIC,
+    CommitLog,
+    PendingRecords,
+    tags_code_of,
+)
 from rmqwire.server.store.config import (
     CQ_STORE_UNIT_SIZE,
     MessageStoreConfig,
