@@ -133,11 +133,12 @@ def docker_reference_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def reference_cluster_v4() -> Iterator[Any]:
+def reference_cluster_v4(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The 4.x reference (4.9.7: 4.9.8's server jars are not on Maven Central). For ``slow`` tests."""
     version = os.environ.get("RMQWIRE_ROCKETMQ_V4_VERSION", jars.REFERENCE_4X)
     cluster = _start(version, _backend())
     try:
+        _announce(request, _backend(), cluster)
         yield cluster
     finally:
         cluster.stop()

@@ -83,7 +83,7 @@ def docker_unavailable_reason() -> str | None:
 # --------------------------------------------------------------------------- Ryuk
 
 _ryuk_lock = threading.Lock()
-_ryuk_checked = False
+_ryuk_verdict: list[str | None] = []   # once per process: why Ryuk is off (None: it is on)
 
 
 def configure_ryuk() -> str | None:
@@ -92,17 +92,16 @@ def configure_ryuk() -> str | None:
     Ryuk needs its image (pulled from a registry) and a bridge network for its port mapping. Without
     it, cleanup is ours: stop(), atexit, and the orphan sweep at the next start.
     """
-    global _ryuk_checked
     from testcontainers.core.config import testcontainers_config as tc
 
     from tools.reference.image import docker_client, has_image, try_pull
 
     with _ryuk_lock:
+        if _ryuk_verdict:
+            return _ryuk_verdict[0]
         if tc.ryuk_disabled:
-            return "disabled by configuration"
-        if _ryuk_checked:
-            return None
-        _ryuk_checked = True
+            _ryuk_verdict.append("disabled by configuration (TESTCONTAINERS_RYUK_DISABLED)")
+            return _ryuk_verdict[0]
         client = docker_client()
         try:
             bridge = any(n.name == "bridge" for n in client.networks.list())
@@ -116,6 +115,7 @@ def configure_ryuk() -> str | None:
             why = f"cannot pull {tc.ryuk_image}: {pulled}"
         if why:
             tc.ryuk_disabled = True
+        _ryuk_verdict.append(why)
         return why
 
 
