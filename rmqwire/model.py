@@ -94,6 +94,11 @@ class ConsumeFromWhere(enum.Enum):
     CONSUME_FROM_MAX_OFFSET = 3
     CONSUME_FROM_FIRST_OFFSET = 4
     CONSUME_FROM_TIMESTAMP = 5
+    # Short aliases for the public consumer API (``ConsumeFromWhere.FIRST_OFFSET``); the wire
+    # keeps the Java names above.
+    LAST_OFFSET = 0
+    FIRST_OFFSET = 4
+    TIMESTAMP = 5
 
 
 class TopicFilterType(enum.Enum):

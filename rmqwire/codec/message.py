@@ -537,6 +537,9 @@ class MessageExt(Message):
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     magic: int | None = None
+    #: The broker group the message was pulled from (Java ``MessageExt.brokerName``); not in the
+    #: record, set by the consumer.
+    broker_name: str | None = None
 
     @property
     def offset_msg_id(self) -> str:
