@@ -11,14 +11,14 @@ even while a flush is stuck in the kernel.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 
-from rmqwire.server.store.results import PutMessageStatus
+from rmqwire.server.store.results import PutMessageResult, PutMessageStatus
 
 __all__ = [
     "FlushDiskWatcher",
@@ -82,49 +82,75 @@ class ServiceThread:
 
 
 class GroupCommitRequest:
-    """A writer waiting until the commit log is flushed up to ``next_offset``."""
+    """A writer waiting until the commit log is flushed up to ``next_offset``; ``future`` gets
+    ``result`` (PUT_OK), or a copy of it with FLUSH_DISK_TIMEOUT."""
 
-    __slots__ = ("deadline", "future", "next_offset")
+    __slots__ = ("next_offset", "deadline", "future", "result")
 
-    def __init__(self, next_offset: int, timeout_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        next_offset: int,
+        timeout_ms: int,
+        result: PutMessageResult,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.next_offset = next_offset
         self.deadline = clock() + timeout_ms / 1000.0
-        self.future: concurrent.futures.Future[PutMessageStatus] = concurrent.futures.Future()
+        self.result = result
+        self.future: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
 
     def wakeup_customer(self, status: PutMessageStatus) -> None:
         """Complete the future once; later completions (flush vs. watcher) are ignored."""
+        if self.future.done():
+            return
+        result = self.result
+        if status is not PutMessageStatus.PUT_OK:
+            log.error("flush did not reach commit-log offset %d in time", self.next_offset)
+            result = PutMessageResult(status, result.append_result)
         try:
-            self.future.set_result(status)
+            self.future.set_result(result)
         except concurrent.futures.InvalidStateError:
             pass
 
 
 class FlushDiskWatcher(ServiceThread):
-    """Completes overdue requests with FLUSH_DISK_TIMEOUT, in arrival order (deadlines share one
-    timeout, so the order is also deadline order)."""
+    """Completes overdue requests with FLUSH_DISK_TIMEOUT even while a flush hangs in the kernel.
+
+    Requests share one timeout, so arrival order is deadline order: the watcher looks at the
+    oldest one only, dropping completed ones, and otherwise sleeps until its deadline.
+    """
 
     name = "FlushDiskWatcher"
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self._clock = clock
-        self._requests: queue.SimpleQueue[GroupCommitRequest] = queue.SimpleQueue()
+        self._requests: collections.deque[GroupCommitRequest] = collections.deque()
 
     def add(self, request: GroupCommitRequest) -> None:
-        self._requests.put(request)
+        idle = not self._requests
+        self._requests.append(request)
+        if idle:  # the watcher may be in a long idle sleep: let it see this deadline
+            self._wakeup.set()
 
     def run(self) -> None:
+        requests = self._requests
         while not self.stopped:
-            try:
-                req = self._requests.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            while not req.future.done() and not self.stopped:
+            wait = 0.5
+            while requests:
+                req = requests[0]
+                if req.future.done():
+                    requests.popleft()
+                    continue
                 left = req.deadline - self._clock()
                 if left <= 0:
                     req.wakeup_customer(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-                    break
-                concurrent.futures.wait([req.future], timeout=min(left, 0.2))
+                    requests.popleft()
+                    continue
+                wait = min(left, 0.5)
+                break
+            self._wakeup.wait(wait)
+            self._wakeup.clear()
 
 
 class GroupCommitService(ServiceThread):
@@ -145,29 +171,22 @@ class GroupCommitService(ServiceThread):
         self._flush = flush
         self._on_flushed = on_flushed
         self._interval = wait_interval_s
-        self._lock = threading.Lock()
-        self._requests_write: list[GroupCommitRequest] = []
-        self._requests_read: list[GroupCommitRequest] = []
+        # Writers append, the flush thread takes everything at the start of a round (Java swaps
+        # two lists under a spin lock; a deque needs no lock at all).
+        self._requests: collections.deque[GroupCommitRequest] = collections.deque()
 
     def put_request(self, request: GroupCommitRequest) -> None:
-        with self._lock:
-            self._requests_write.append(request)
-        self.wakeup()
-
-    def on_wait_end(self) -> None:
-        self._swap_requests()
-
-    def _swap_requests(self) -> None:
-        with self._lock:
-            self._requests_write, self._requests_read = self._requests_read, self._requests_write
+        self._requests.append(request)
+        if not self._wakeup.is_set():
+            self._wakeup.set()
 
     def do_commit(self) -> None:
-        requests, self._requests_read = self._requests_read, []
+        pending = self._requests
+        requests = [pending.popleft() for _ in range(len(pending))]
         flushed = self._flush()
         for req in requests:
             ok = flushed >= req.next_offset
-            # A record can straddle files only in the sense that its file rolled meanwhile:
-            # a second flush reaches it (Java retries the same way).
+            # Behind only when an fdatasync failed: retry, then report FLUSH_DISK_TIMEOUT.
             for _ in range(2):
                 if ok:
                     break
@@ -187,7 +206,6 @@ class GroupCommitService(ServiceThread):
             except Exception:
                 log.exception("%s: flush failed", self.name)
         # Shutdown: serve whoever arrived meanwhile, then one last flush.
-        self._swap_requests()
         try:
             self.do_commit()
         except Exception:

@@ -814,23 +814,13 @@ class DefaultMessageStore:
             return put_result
         append = put_result.append_result
         assert append is not None
-        req = GroupCommitRequest(append.wrote_offset + append.wrote_bytes, self.config.sync_flush_timeout, self._clock)
-        out: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
-
-        def done(f: concurrent.futures.Future[PutMessageStatus]) -> None:
-            status = f.result()
-            if status is PutMessageStatus.PUT_OK:
-                out.set_result(put_result)
-            else:
-                log.error("flush did not complete within %d ms (commit-log offset %d)",
-                          self.config.sync_flush_timeout, append.wrote_offset)
-                out.set_result(PutMessageResult(status, append))
-
-        req.future.add_done_callback(done)
+        req = GroupCommitRequest(
+            append.wrote_offset + append.wrote_bytes, self.config.sync_flush_timeout, put_result, self._clock
+        )
         if self._flush_watcher is not None:
             self._flush_watcher.add(req)
         service.put_request(req)
-        return out
+        return req.future
 
     # -------------------------------------------------------------------------------------- get
 
