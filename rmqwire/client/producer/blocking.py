@@ -72,6 +72,9 @@ class Producer:
         self._lock = threading.Lock()
         self._async_slots: threading.BoundedSemaphore | None = None
         self._reactor: Any = None
+        self._queue_lock = threading.Lock()
+        self._queue: list[tuple[Any, ...]] = []
+        self._drain_scheduled = False
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -175,17 +178,31 @@ class Producer:
             return fut
         fut.add_done_callback(lambda _: slots.release())
 
-        def go() -> None:
-            try:
-                d: Deferred[SendResult] = core.send_async(
-                    msg, queue=queue, selector=selector, arg=arg, timeout=timeout)
-            except Exception as e:  # the core returns failed Deferreds; this is a bug guard
-                fut.set_exception(e)
-                return
-            d.addCallbacks(fut.set_result, lambda f: fut.set_exception(f.value))
-
-        self._reactor.callFromThread(go)
+        with self._queue_lock:
+            self._queue.append((msg, queue, selector, arg, timeout, fut))
+            wake = not self._drain_scheduled
+            self._drain_scheduled = True
+        if wake:  # one reactor wake-up per burst of calls, not one per call
+            self._reactor.callFromThread(self._drain)
         return fut
+
+    def _drain(self) -> None:
+        """In the reactor thread: start every queued ``send_async``."""
+        core = self.core
+        while True:
+            with self._queue_lock:
+                if not self._queue:
+                    self._drain_scheduled = False
+                    return
+                batch, self._queue = self._queue, []
+            for msg, queue, selector, arg, timeout, fut in batch:
+                try:
+                    d: Deferred[SendResult] = core.send_async(
+                        msg, queue=queue, selector=selector, arg=arg, timeout=timeout)
+                except Exception as e:  # the core returns failed Deferreds; this is a bug guard
+                    fut.set_exception(e)
+                    continue
+                d.addCallbacks(fut.set_result, lambda f, fut=fut: fut.set_exception(f.value))
 
     def request(self, msg: Message, timeout: float = 3.0, *, queue: MessageQueue | None = None,
                 selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:

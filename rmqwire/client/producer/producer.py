@@ -639,14 +639,18 @@ class Producer:
         instance = self._instance()
         addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
+            start = self._now_ms()
             d = self.find_publish_info(mq.topic)
-            return d.addCallback(lambda _: self._kernel(msg, mq, mode, info, timeout_ms, self._now_ms()))
-        return self._kernel(msg, mq, mode, info, timeout_ms, self._now_ms(), addr)
+            return d.addCallback(lambda _: self._kernel(
+                msg, mq, mode, info, timeout_ms - (self._now_ms() - start)))
+        return self._kernel(msg, mq, mode, info, timeout_ms, addr)
 
     def _kernel(
         self, msg: CodecMessage, mq: MessageQueue, mode: CommunicationMode,
-        info: TopicPublishInfo | None, timeout_ms: int, begin: int, addr: str | None = None,
+        info: TopicPublishInfo | None, timeout_ms: int, addr: str | None = None,
     ) -> Deferred[Any]:
+        # one clock read serves the born timestamp and the timeout: nothing here waits
+        now = self._now_ms()
         instance = self._instance()
         broker_name = mq.broker_name
         if addr is None:
@@ -690,7 +694,7 @@ class Producer:
             header = SendMessageRequestHeaderV2(
                 a=self.namespaced_group, b=msg.topic, c=self.config.create_topic_key,
                 d=self.config.default_topic_queue_nums, e=mq.queue_id, f=sys_flag,
-                g=self._now_ms(),
+                g=now,
                 h=msg.flag, i=properties, j=reconsume_times, k=self.client_config.unit_mode,
                 l=max_reconsume_times, m=batch, n=broker_name,
             )
@@ -700,16 +704,15 @@ class Producer:
                 producer_group=self.namespaced_group, topic=msg.topic,
                 default_topic=self.config.create_topic_key,
                 default_topic_queue_nums=self.config.default_topic_queue_nums,
-                queue_id=mq.queue_id, sys_flag=sys_flag, born_timestamp=self._now_ms(), flag=msg.flag,
+                queue_id=mq.queue_id, sys_flag=sys_flag, born_timestamp=now, flag=msg.flag,
                 properties=properties, reconsume_times=reconsume_times,
                 unit_mode=self.client_config.unit_mode, batch=batch,
                 max_reconsume_times=max_reconsume_times, bname=broker_name,
             )
             command = SendReplyMessage if reply else SendMessage
-        cost = self._now_ms() - begin
-        if timeout_ms < cost:
+        if timeout_ms < 0:
             return defer.fail(RemotingTimeoutError("sendKernelImpl call timeout"))
-        remaining = (timeout_ms - cost) / 1000
+        remaining = timeout_ms / 1000
         if mode is CommunicationMode.ONEWAY:
             d = instance.when_writable(addr)
             if d.called:
@@ -718,7 +721,7 @@ class Producer:
             return d.addCallback(lambda _: instance.broker_oneway(addr, command, header, body=body))
         if mode is CommunicationMode.ASYNC:
             return _AsyncSend(self, msg, info, addr, broker_name, command, header, body,
-                              timeout_ms - cost).start()
+                              timeout_ms, now).start()
         d = instance.broker_call(addr, command, header, body=body, timeout=remaining)
         return d.addCallback(self.process_send_response, msg, broker_name, addr)
 
@@ -809,6 +812,10 @@ class _DefaultSend:
                 d = p.send_kernel(self.msg, mq, self.mode, self.info, cur)
             except Exception:
                 d = defer.fail()
+            if self.mode is CommunicationMode.ASYNC:
+                # one attempt: _AsyncSend retries and records fault items itself (Java hands the
+                # attempt's own error to the callback)
+                return d
             return d.addCallbacks(self._sent, self._failed)
         return self._give_up()
 
@@ -842,8 +849,6 @@ class _DefaultSend:
                 return failure
         else:
             return failure  # a bug or a codec error: no retry hides it
-        if self.mode is CommunicationMode.ASYNC:
-            return failure  # Java hands the async attempt's own error to the callback
         p.log.warn("send to {broker} failed, attempt {n} of {total}: {why}", broker=broker,
                    n=self.times + 1, total=self.times_total, why=failure.getErrorMessage())
         self.exception = exc
@@ -879,7 +884,8 @@ class _AsyncSend:
                  "timeout", "times", "begin")
 
     def __init__(self, p: Producer, msg: CodecMessage, info: TopicPublishInfo | None, addr: str,
-                 broker_name: str, command: Any, header: Any, body: bytes, timeout_ms: int) -> None:
+                 broker_name: str, command: Any, header: Any, body: bytes, timeout_ms: int,
+                 begin: int) -> None:
         self.p = p
         self.msg = msg
         self.info = info
@@ -890,16 +896,10 @@ class _AsyncSend:
         self.body = body
         self.timeout = timeout_ms
         self.times = 0
-        self.begin = p._now_ms()
+        self.begin = begin
 
     def start(self) -> Deferred[SendResult]:
-        p = self.p
-        instance = p._instance()
-        self.begin = p._now_ms()
-        gate = instance.when_writable(self.addr)
-        if not gate.called:
-            gate = _bounded(p.reactor, gate, self.timeout / 1000, "async send: connection stays full")
-            return gate.addCallback(lambda _: self._call())
+        # no wait on a full connection here: the in-flight cap bounds what async sends hold
         return self._call()
 
     def _call(self) -> Deferred[SendResult]:

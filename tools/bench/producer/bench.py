@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
 def _row(r: dict[str, Any]) -> str:
     o, j = r["rmqwire"], r["java"]
     ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
-    return (f"{r['scenario']:<11} rmqwire {o['tps']:>9.0f} tps  mean {o['meanMs']:7.2f} ms  p99 {o['p99Ms']:7.2f} ms"
-            f" | java {j['tps']:>9.0f} tps  mean {j['meanMs']:7.2f} ms  p99 {j['p99Ms']:7.2f} ms"
+    return (f"{r['scenario']:<11} rmqwire {o['tps']:>7.0f} tps  mean {o['meanMs']:6.2f} ms  p99 {o['p99Ms']:7.2f} ms"
+            f"  cpu {o['cpuUsPerMsg']:5.0f} us/msg"
+            f" | java {j['tps']:>7.0f} tps  mean {j['meanMs']:6.2f} ms  p99 {j['p99Ms']:7.2f} ms"
+            f"  cpu {j['cpuUsPerMsg']:5.0f} us/msg"
             f" | ratio {ratio}  (load {r['load_before'][0]:.1f}->{r['load_after'][0]:.1f}, failed "
             f"{o['failed']}/{j['failed']})")

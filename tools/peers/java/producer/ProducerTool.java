@@ -150,6 +150,18 @@ public class ProducerTool {
         final long end = warmEnd + seconds * 1_000_000_000L;
         List<Thread> workers = new ArrayList<>();
         final Semaphore slots = new Semaphore(inflight);
+        final long[] cpu = new long[2];
+        Thread cpuClock = new Thread(() -> {
+            try {
+                Thread.sleep(Math.max(0, (warmEnd - System.nanoTime()) / 1_000_000));
+                cpu[0] = processCpuNanos();
+                Thread.sleep(Math.max(0, (end - System.nanoTime()) / 1_000_000));
+                cpu[1] = processCpuNanos();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        cpuClock.start();
         for (int t = 0; t < threads; t++) {
             Thread w = new Thread(() -> {
                 try {
@@ -225,6 +237,7 @@ public class ProducerTool {
             w.join();
         }
         slots.acquire(inflight); // wait for async sends still in flight
+        cpuClock.join();
         int n = Math.min(nlat.get(), lat.length);
         long[] l = Arrays.copyOf(lat, n);
         Arrays.sort(l);
@@ -236,8 +249,17 @@ public class ProducerTool {
         double p99 = n == 0 ? 0 : l[Math.min(n - 1, (int) Math.ceil(n * 0.99) - 1)] / 1e6;
         emit("{\"mode\":" + q(mode) + ",\"threads\":" + threads + ",\"messages\":" + sent.get()
             + ",\"seconds\":" + seconds + ",\"tps\":" + (sent.get() / (double) seconds) + ",\"meanMs\":" + mean
-            + ",\"p99Ms\":" + p99 + ",\"failed\":" + failed.get() + "}");
+            + ",\"p99Ms\":" + p99 + ",\"failed\":" + failed.get() + ",\"cpuUsPerMsg\":"
+            + (sent.get() == 0 ? 0 : (cpu[1] - cpu[0]) / 1000.0 / sent.get()) + "}");
         p.shutdown();
+    }
+
+    private static long processCpuNanos() {
+        java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        if (os instanceof com.sun.management.OperatingSystemMXBean) {
+            return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+        }
+        return 0;
     }
 
     private static void record(long[] lat, AtomicInteger n, long nanos, boolean counted) {
