@@ -87,8 +87,9 @@ from rmqwire.server.store.retention import (
     RunningFlags,
     disk_partition_used_ratio,
 )
+from rmqwire.server.store.stats import StoreStats
 
-__all__ = ["DefaultMessageStore", "StoreStats"]
+__all__ = ["DefaultMessageStore"]
 
 log = logging.getLogger(__name__)
 
@@ -135,74 +136,6 @@ def _is_safe_name(topic: str) -> bool:
     return bool(topic) and topic not in (".", "..") and "/" not in topic and "\\" not in topic and "\0" not in topic
 
 
-class StoreStats:
-    """Counters behind the store keys of GET_BROKER_RUNTIME_INFO (Java ``StoreStatsService``)."""
-
-    def __init__(self, now_ms: Callable[[], int]) -> None:
-        self._now_ms = now_ms
-        self.boot_timestamp = now_ms()
-        self.put_message_times_total = 0
-        self.put_message_size_total = 0
-        self.put_message_failed_times = 0
-        self.put_message_entire_time_max = 0
-        self.get_message_times_total_found = 0
-        self.get_message_times_total_miss = 0
-        self.get_message_transferred_msg_count = 0
-        self.get_message_entire_time_max = 0
-        # (monotonic seconds, puts, gets found, gets miss, transferred) every second for 10 min
-        self._samples: collections.deque[tuple[float, int, int, int, int]] = collections.deque(maxlen=601)
-
-    def sample(self, now: float) -> None:
-        self._samples.append(
-            (
-                now,
-                self.put_message_times_total,
-                self.get_message_times_total_found,
-                self.get_message_times_total_miss,
-                self.get_message_transferred_msg_count,
-            )
-        )
-
-    def _tps(self, field: int, seconds: int) -> str:
-        if len(self._samples) < 2:
-            return "0.0"
-        last = self._samples[-1]
-        first = next((s for s in self._samples if last[0] - s[0] <= seconds), self._samples[0])
-        span = last[0] - first[0]
-        if span <= 0:
-            return "0.0"
-        return f"{(last[field] - first[field]) / span:.2f}"
-
-    def tps(self, field: int) -> str:
-        return " ".join(self._tps(field, s) for s in (10, 60, 600))
-
-    def runtime_info(self) -> dict[str, str]:
-        total = self.put_message_times_total or 1
-        run_s = max(0, self._now_ms() - self.boot_timestamp) // 1000
-        days, rest = divmod(run_s, 86400)
-        hours, rest = divmod(rest, 3600)
-        minutes, seconds = divmod(rest, 60)
-        found, miss = self.tps(2), self.tps(3)
-        return {
-            "bootTimestamp": str(self.boot_timestamp),
-            "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
-            "putMessageEntireTimeMax": str(self.put_message_entire_time_max),
-            "putMessageTimesTotal": str(total),
-            "putMessageFailedTimes": str(self.put_message_failed_times),
-            "putMessageSizeTotal": str(self.put_message_size_total),
-            "putMessageAverageSize": str(self.put_message_size_total / total),
-            "getMessageEntireTimeMax": str(self.get_message_entire_time_max),
-            "putTps": self.tps(1),
-            "getFoundTps": found,
-            "getMissTps": miss,
-            "getTotalTps": " ".join(
-                f"{float(a) + float(b):.2f}" for a, b in zip(found.split(), miss.split(), strict=True)
-            ),
-            "getTransferredTps": self.tps(4),
-            "dispatchMaxBuffer": "0",
-        }
-
-
 class _Scheduler(ServiceThread):
     """Periodic store chores: consume-queue + checkpoint flush every second, retention every
     ``cleanResourceInterval`` (first run after a minute, as Java), TPS sampling."""
@@ -223,7 +156,7 @@ class _Scheduler(ServiceThread):
         while not self._stopped.wait(interval):
             now = self._clock()
             try:
-                self._store.stats.sample(now)
+                self._store.stats.sample()
                 thorough = now >= next_thorough
                 if thorough:
                     next_thorough = now + cfg.flush_consume_queue_thorough_interval / 1000.0
@@ -313,7 +246,7 @@ class DefaultMessageStore:
                 self.checkpoint,
                 abnormal=abnormal,
                 max_phy_offset_of_consume_queue=max_phy_cq,
-                dispatch=self._do_dispatch,
+                dispatch=self._run_dispatchers,  # no arrival listeners: nobody waits yet
                 truncate_consume_queues=self._truncate_consume_queues,
                 destroy_consume_queues=self._destroy_consume_queues,
                 check_crc=cfg.check_crc_on_recover,
@@ -562,6 +495,10 @@ class DefaultMessageStore:
         log.error("consume queue %s-%d cannot be written: store marked logics-queue error", req.topic, req.queue_id)
         self.running_flags.make_logics_queue_error()
 
+    def _run_dispatchers(self, req: DispatchRequest) -> None:
+        for d in self._dispatchers:
+            d(req)
+
     def _do_dispatch(self, req: DispatchRequest) -> None:
         for d in self._dispatchers:
             d(req)
@@ -797,10 +734,7 @@ class DefaultMessageStore:
         msg.store_timestamp = now
         msg.commit_log_offset = result.wrote_offset
         msg.queue_offset = result.logics_offset
-        stats = self.stats
-        stats.put_message_times_total += n
-        stats.put_message_size_total += result.wrote_bytes
-        stats.put_message_entire_time_max = max(stats.put_message_entire_time_max, self._now_ms() - begin)
+        self.stats.record_put(n, result.wrote_bytes, self._now_ms() - begin)
         if not self.config.is_sync_flush:
             self._drain_dispatch()
         return self._handle_disk_flush(PutMessageResult(PutMessageStatus.PUT_OK, result), wait_store)
