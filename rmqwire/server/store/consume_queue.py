@@ -61,7 +61,7 @@ class ConsumeQueue:
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), file_size, sync)
+        self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), file_size, sync, keep_fds=False)
         self.file_size = file_size
         #: End (offset + size) of the last record this queue points at; -1 when empty.
         self.max_physic_offset = -1

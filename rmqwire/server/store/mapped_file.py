@@ -54,7 +54,10 @@ class MappedFile:
         "wrote_position",
     )
 
-    def __init__(self, path: Path, file_size: int, *, create: bool = False) -> None:
+    def __init__(self, path: Path, file_size: int, *, create: bool = False, keep_fd: bool = True) -> None:
+        """``keep_fd=False`` closes the descriptor once mapped (the mapping stays valid) and opens
+        the file again for each flush: consume queues are many and rarely flushed, and keeping a
+        descriptor for each would exhaust the process limit."""
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
@@ -80,7 +83,11 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
+        if keep_fd:
+            self._fd = fd
+        else:
+            os.close(fd)
+            self._fd = -1
         self.available = True
 
     def __repr__(self) -> str:
@@ -165,7 +172,14 @@ class MappedFile:
         if self.is_able_to_flush(least_pages) and self.available:
             target = self.wrote_position  # captured first: bytes before it are in the page cache
             try:
-                sync(self._fd)
+                if self._fd >= 0:
+                    sync(self._fd)
+                else:
+                    fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                    try:
+                        sync(fd)
+                    finally:
+                        os.close(fd)
             except (OSError, ValueError) as e:
                 log.error("flush of %s failed: %s", self.path, e)
                 return self.flushed_position
@@ -182,10 +196,12 @@ class MappedFile:
             self.mm.close()
         except (BufferError, ValueError) as e:  # a reader still holds a view: the OS frees it later
             log.warning("could not unmap %s: %s", self.path, e)
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1
 
     def destroy(self) -> None:
         self.close()
@@ -203,10 +219,13 @@ class MappedFileQueue:
         store_path: Path,
         file_size: int,
         sync: Callable[[int], None] = os.fdatasync,
+        *,
+        keep_fds: bool = True,
     ) -> None:
         self.store_path = store_path
         self.file_size = file_size
         self.sync = sync
+        self.keep_fds = keep_fds
         # Replaced, never mutated in place, so readers can iterate a snapshot without the lock.
         self.files: list[MappedFile] = []
         self.flushed_where = 0
@@ -238,7 +257,7 @@ class MappedFileQueue:
                     f"{p}: {size} bytes, not the configured {self.file_size} "
                     "(check the mapped file size settings)"
                 )
-            mf = MappedFile(p, self.file_size)
+            mf = MappedFile(p, self.file_size, keep_fd=self.keep_fds)
             mf.wrote_position = mf.flushed_position = self.file_size
             files.append(mf)
         self.files = files
@@ -271,7 +290,9 @@ class MappedFileQueue:
                 create_offset = last.file_from_offset + self.file_size
             try:
                 self.store_path.mkdir(parents=True, exist_ok=True)
-                mf = MappedFile(self.store_path / file_name(create_offset), self.file_size, create=True)
+                mf = MappedFile(
+                    self.store_path / file_name(create_offset), self.file_size, create=True, keep_fd=self.keep_fds
+                )
             except OSError as e:
                 log.error("cannot create mapped file at offset %d in %s: %s", create_offset, self.store_path, e)
                 return None

@@ -124,3 +124,15 @@ def test_time_search_and_store_times(store_factory, tmp_path):
     assert store.get_offset_in_queue_by_time("Unknown", 0, 10**12) == 0
     for i in (0, 1, 49, 50, 99, 100, 119):
         assert store.get_offset_in_queue_by_time("TopicTest", 0, times[i], lower) == i - (i % 2)
+
+
+def test_consume_queue_files_hold_no_file_descriptors(store):
+    import os
+
+    before = len(os.listdir("/proc/self/fd"))
+    for t in range(40):
+        for q in range(4):
+            assert store.put_message(make_msg(topic=f"Many{t}", queue_id=q)).is_ok
+    store.flush_consume_queues(0)  # a flush opens and closes each file
+    assert len(os.listdir("/proc/self/fd")) - before < 10
+    assert store.get_max_offset_in_queue("Many39", 3) == 1
