@@ -15,6 +15,7 @@ import logging
 import mmap
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ _DIGITS = re.compile(r"^\d+$")
 #: ``MappedFile.zero_tail``).
 _ZERO_RUN_TO_STOP = 1024 * 1024
 _ZERO_CHUNK = 64 * 1024
+_MMAP_HAS_TRACKFD = sys.version_info >= (3, 13)
 
 
 class StoreLoadError(RuntimeError):
@@ -55,9 +57,9 @@ class MappedFile:
     )
 
     def __init__(self, path: Path, file_size: int, *, create: bool = False, keep_fd: bool = True) -> None:
-        """``keep_fd=False`` closes the descriptor once mapped (the mapping stays valid) and opens
-        the file again for each flush: consume queues are many and rarely flushed, and keeping a
-        descriptor for each would exhaust the process limit."""
+        """``keep_fd=False`` (consume queues: many files, rarely flushed) holds no descriptor for
+        flushing, the file is opened again for each flush; from Python 3.13 the mapping holds none
+        either (``trackfd=False``), before that ``mmap`` keeps a duplicate of its own."""
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
@@ -79,14 +81,15 @@ class MappedFile:
                         f"{path}: {size} bytes, not the configured {file_size} "
                         "(check the mapped file size settings)"
                     )
-            self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            extra = {"trackfd": False} if not keep_fd and _MMAP_HAS_TRACKFD else {}
+            self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, **extra)
         except BaseException:
             os.close(fd)
             raise
         if keep_fd:
             self._fd = fd
         else:
-            os.close(fd)
+            os.close(fd)  # the mapping stays valid without it
             self._fd = -1
         self.available = True
 

@@ -24,6 +24,7 @@ import datetime
 import fcntl
 import logging
 import os
+import resource
 import socket
 import struct
 import threading
@@ -120,6 +121,17 @@ def _as_future(r: _PutOutcome) -> concurrent.futures.Future[PutMessageResult]:
     f: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
     f.set_result(r)
     return f
+
+
+def _raise_open_files_limit() -> None:
+    # Every mapped segment holds a descriptor (Python's mmap keeps a duplicate before 3.13):
+    # thousands of queues need more than the usual soft limit of 1024, as Java brokers do.
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as e:
+        log.warning("cannot raise the open files limit: %s", e)
 
 
 def _lock_byte_zero(fd: int) -> None:
@@ -232,6 +244,7 @@ class DefaultMessageStore:
         """Lock the directory, map every file and recover (normal or abnormal)."""
         cfg = self.config
         cfg.root_dir.mkdir(parents=True, exist_ok=True)
+        _raise_open_files_limit()
         self._acquire_lock()
         try:
             abnormal = cfg.abort_path.exists()
