@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -39,8 +40,9 @@ from rmqwire.codec.commands.namesrv import (
 from rmqwire.codec.commands.route import GetBrokerClusterInfo, GetRouteInfo
 from rmqwire.codec.commands.topic import TopicList
 from tools.peers.cpp_peer import CppPeer, CppPeerUnavailable
-from tools.peers.java_peer import JavaPeer
+from tools.peers.java_peer import PEER_SOURCE, JavaPeer
 from tools.peers.node_peer import NodePeer, NodePeerUnavailable
+from tools.peers.process import PeerError
 from tools.peers.topics import create_topic, wait_for_route
 from tools.reference import jars, wire
 from tools.reference.jars import ReferenceUnavailable
@@ -51,6 +53,7 @@ pytestmark = pytest.mark.conformance
 
 #: Broker expiry of the "alone" NameServer: past the brokers' registration period (10 s).
 EXPIRY_MS = 25_000
+PROBE_SOURCE = PEER_SOURCE.parent.parent / "route" / "RouteProbe.java"
 #: Extension keys rmqwire adds to the NameServer config (not in the official one).
 EXTENSION_KEYS = {"brokerChannelExpiredTime", "enableUpdateNamesrvConfig"}
 
@@ -379,22 +382,43 @@ class TestSideBySide:
         official, ours = both.cluster.official_namesrv_addr, both.ns.addr
         topic = two_broker_topic(both, official)
         wait_for_route(ours, topic, queues=8)
-        with JavaPeer(f"{official};{ours}", version=both.cluster.version) as peer:
-            def exchange() -> None:
-                sent = peer.produce(topic, 8)
-                assert {r.status for r in sent} == {"SEND_OK"}
-                got = peer.consume(topic, 8, group=unique("ns_dual"))
-                assert {r.msg_id for r in got} == {r.msg_id for r in sent}
+        addrs = f"{official};{ours}"
+        version = both.cluster.version
+        per_phase = 6
+        with JavaPeer(addrs, version=version) as peer, JavaPeer(addrs, version=version) as reader:
+            # A running consumer that knows both NameServers sees every phase through.
+            with reader.start_consumer(topic, 3 * per_phase, group=unique("ns_dual"),
+                                       timeout_ms=240_000) as consumer:
+                consumer.wait_started(timeout=90)
+                sent = produce_tolerating_a_stopped_namesrv(peer, topic, per_phase)
+                assert both.ns.stop() == 0
+                sent += produce_tolerating_a_stopped_namesrv(peer, topic, per_phase)  # official alone
+                both.ns.restart()  # same port
+                for b in both.cluster.brokers:
+                    wait_until(lambda b=b: registered(ours, b.addr), 60, f"{b.name} back with us")
+                both.cluster.stop_official_namesrv()
+                sent += produce_tolerating_a_stopped_namesrv(peer, topic, per_phase)  # rmqwire's alone
+                consumer.wait_for(3 * per_phase, timeout=120)
+                got = consumer.finish()
+        assert {r.msg_id for r in got} == {r.msg_id for r in sent}
+        wait_for_route(ours, topic, queues=8)
 
-            exchange()
-            assert both.ns.stop() == 0
-            exchange()  # the official one alone
-            both.ns.restart()  # same port
-            for b in both.cluster.brokers:
-                wait_until(lambda b=b: registered(ours, b.addr), 60, f"{b.name} back with us")
-            both.cluster.stop_official_namesrv()
-            exchange()  # rmqwire's alone
-            wait_for_route(ours, topic, queues=8)
+
+def produce_tolerating_a_stopped_namesrv(peer: JavaPeer, topic: str, count: int) -> list[Any]:
+    """Produce with a fresh client. The official client fails the one call that picks a stopped
+    NameServer ("connect to null failed") and takes the next one on its next call, as it does
+    with two official NameServers; a new client process picks at random, so it may take a few."""
+    failures = []
+    for _ in range(10):
+        try:
+            sent = peer.produce(topic, count)
+        except PeerError as e:
+            assert "RemotingConnectException" in str(e), e  # never a wrong answer, only a dead NS
+            failures.append(e)
+            continue
+        assert {r.status for r in sent} == {"SEND_OK"}
+        return sent
+    raise AssertionError(f"no producer got through: {failures[-1]}")
 
 
 def _topics_of(namesrv: str, broker_name: str) -> list[str]:
@@ -433,16 +457,30 @@ def alone_v4(reference_unavailable) -> Iterator[Setup]:
 
 @pytest.mark.slow
 class TestRocketMQ4:
-    def test_4x_broker_registers_and_4x_client_routes(self, alone_v4: Setup):
+    def test_4x_brokers_register_and_clients_route(self, alone_v4: Setup):
         a, b = alone_v4.broker("broker-a").addr, alone_v4.broker("broker-b").addr
+        v4 = alone_v4.cluster.version
         info = cluster_info(alone_v4.ns.addr)
         assert info.broker_addrs == {"broker-a": {0: a}, "broker-b": {0: b}}
         topic = two_broker_topic(alone_v4, alone_v4.ns.addr)
-        with JavaPeer(alone_v4.ns.addr, version=alone_v4.cluster.version) as peer:
+        # The 4.x Java client's own route lookup (MQClientInstance through fetchPublishMessageQueues).
+        classes = jars.compile_java([PROBE_SOURCE], "route-probe", v4)
+        java = [jars.java_bin(), "-Xmx128m", "-XX:+UseSerialGC",
+                f"-Duser.home={alone_v4.ns.workdir}", "-cp",
+                f"{classes}:{jars.lib_dir(v4)}/*", "RouteProbe", alone_v4.ns.addr, topic]
+        out = subprocess.run(java, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "HOME": str(alone_v4.ns.workdir)},
+                             cwd=alone_v4.ns.workdir)
+        queues = sorted(line for line in out.stdout.splitlines() if line.startswith("QUEUE "))
+        assert queues == sorted(f"QUEUE {topic} {n} {i}" for n in ("broker-a", "broker-b")
+                                for i in range(4)), out.stdout + out.stderr
+        # Messages through the 4.x brokers, routed by us (the peer is the 5.3.3 client).
+        with JavaPeer(alone_v4.ns.addr) as peer:
             sent = peer.produce(topic, 10)
             assert {r.queue.broker_name for r in sent} == {"broker-a", "broker-b"}
             got = peer.consume(topic, 10, group=unique("ns_v4"))
         assert {r.msg_id for r in got} == {r.msg_id for r in sent}
-        rows = parse_cluster_list(run_mqadmin(alone_v4.ns.addr, "clusterList",
-                                              version=alone_v4.cluster.version).check().stdout)
-        assert {(r.broker_name, r.addr) for r in rows} == {("broker-a", a), ("broker-b", b)}
+        rows = parse_cluster_list(run_mqadmin(alone_v4.ns.addr, "clusterList", version=v4)
+                                  .check().stdout)
+        assert {(r.broker_name, r.addr, r.version) for r in rows} == {
+            ("broker-a", a, "V4_9_7"), ("broker-b", b, "V4_9_7")}

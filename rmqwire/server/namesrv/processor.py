@@ -320,7 +320,9 @@ class DefaultRequestProcessor(Processor):
     @GetBrokerMemberGroup.responder
     def get_broker_member_group(self, header: Any, body: None, context: RequestContext) -> Any:
         group = self.routes.get_broker_member_group(header.cluster_name, header.broker_name)
-        return GetBrokerMemberGroupResponseBody(broker_member_group=group).encode(standard=False)
+        body = GetBrokerMemberGroupResponseBody(broker_member_group=group).encode(standard=False)
+        # Java sets the code but keeps createResponseCommand's placeholder remark.
+        return Response(body=body, remark="not set any response code")
 
     @GetBrokerClusterInfo.responder
     def get_broker_cluster_info(self, header: None, body: None, context: RequestContext) -> Any:
