@@ -146,6 +146,7 @@ class Admin:
     min_offset = delegate("min_offset")
     max_offset = delegate("max_offset")
     search_offset = delegate("search_offset")
+    search_offset_on = delegate("search_offset_on")
     # messages
     view_message = delegate("view_message")
     query_message = delegate("query_message")

@@ -148,6 +148,33 @@ def is_lmq(topic: str | None) -> bool:
     return bool(topic) and topic.startswith("%LMQ%")  # type: ignore[union-attr]
 
 
+#: Java stack frames where the tools' exceptions are made (5.3.3 sources), for the text of
+#: ``UtilAll.exceptionSimpleDesc`` that mqadmin shows in message tracks.
+ROUTE_FRAME = ("org.apache.rocketmq.client.impl.MQClientAPIImpl.getTopicRouteInfoFromNameServer"
+               "(MQClientAPIImpl.java:1998)")
+NOT_ONLINE_FRAME = ("org.apache.rocketmq.tools.admin.DefaultMQAdminExtImpl."
+                    "examineConsumerConnectionInfo(DefaultMQAdminExtImpl.java:616)")
+FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+
+
+def java_client_exception(e: BrokerResponseError) -> str:
+    """``MQClientException.toString`` for a code and remark (FAQ link added as Java does)."""
+    message = f"CODE: {e.code}  DESC: {e.remark}"
+    if "\nSee " not in message:
+        message += f"\nFor more information, please visit the url, {FAQ_URL}"
+    return f"org.apache.rocketmq.client.exception.MQClientException: {message}"
+
+
+def exception_simple_desc(e: Exception) -> str:
+    """``UtilAll.exceptionSimpleDesc``: the exception and the frame Java made it in."""
+    frame = getattr(e, "java_frame", None)
+    if isinstance(e, BrokerResponseError):
+        text = java_client_exception(e)
+    else:
+        text = f"{type(e).__name__}: {e}"
+    return f"{text}, {frame}" if frame else text
+
+
 def select_broker_addr(bd: BrokerData) -> str | None:
     """``BrokerData.selectBrokerAddr``: the master, else any slave (Java picks one at random)."""
     addrs = bd.broker_addrs or {}
@@ -267,10 +294,16 @@ class AdminCore(Service):
         return await self._route(topic)
 
     async def _route(self, topic: str) -> TopicRouteData:
-        r = await self.call_namesrv(GetRouteInfo, topic=topic)
+        try:
+            r = await self.call_namesrv(GetRouteInfo, topic=topic)
+        except BrokerResponseError as e:
+            e.java_frame = ROUTE_FRAME  # type: ignore[attr-defined]
+            raise
         if r.body is None:  # Java: an empty SUCCESS answer is "no route" too
-            raise for_code(ResponseCode.TOPIC_NOT_EXIST,
-                           f"No topic route info in name server for the topic: {topic}")
+            e = for_code(ResponseCode.TOPIC_NOT_EXIST,
+                         f"No topic route info in name server for the topic: {topic}")
+            e.java_frame = ROUTE_FRAME  # type: ignore[attr-defined]
+            raise e
         return r.body
 
     @deferred
@@ -579,7 +612,9 @@ class AdminCore(Service):
         if addr:
             result = (await self.call(addr, GetConsumerConnectionList, consumer_group=group)).body
         if not result.connection_set:
-            raise for_code(ResponseCode.CONSUMER_NOT_ONLINE, "Not found the consumer group connection")
+            e = for_code(ResponseCode.CONSUMER_NOT_ONLINE, "Not found the consumer group connection")
+            e.java_frame = NOT_ONLINE_FRAME  # type: ignore[attr-defined]
+            raise e
         return result
 
     @deferred
@@ -652,10 +687,12 @@ class AdminCore(Service):
         return out
 
     @deferred
-    async def reset_offset_by_timestamp_old(self, group: str, topic: str, timestamp: int,
-                                            force: bool, cluster: str | None = None,
-                                            ) -> list[RollbackStats]:
-        """The tool writes the offsets itself (for a group with no consumer online)."""
+    async def reset_offset_by_timestamp_old(
+        self, group: str, topic: str, timestamp: int, force: bool, cluster: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[RollbackStats]:
+        """The tool writes the offsets itself (for a group with no consumer online);
+        ``progress(1)`` is called (in the reactor thread) after each queue."""
         route_topic = cluster if (is_lmq(topic) or topic == "rmq_sys_wheel_timer") and cluster else topic
         route = await self._route(route_topic)
         queue_datas = {q.broker_name: q for q in route.queue_datas or []}
@@ -670,6 +707,8 @@ class AdminCore(Service):
                 if mq.topic == topic:
                     consumed = True
                     out.append(await self._rollback(addr, group, mq, ow, timestamp, force))
+                    if progress is not None:
+                        progress(1)
             if not consumed:
                 stats = (await self.call(addr, GetTopicStatsInfo, topic=topic)).body.offset_table or {}
                 qd = queue_datas.get(bd.broker_name)
@@ -678,6 +717,8 @@ class AdminCore(Service):
                     to = stats[mq]
                     ow = OffsetWrapper(broker_offset=to.max_offset, consumer_offset=to.min_offset)
                     out.append(await self._rollback(addr, group, mq, ow, timestamp, force))
+                    if progress is not None:
+                        progress(1)
         return out
 
     async def _rollback(self, addr: str, group: str, mq: MessageQueue, ow: OffsetWrapper,
@@ -738,6 +779,14 @@ class AdminCore(Service):
         addr = await self._master_of(mq)
         r = await self.call(addr, SearchOffsetByTimestamp, topic=mq.topic, queue_id=mq.queue_id,
                             timestamp=timestamp, bname=mq.broker_name)
+        return r.header.offset
+
+    @deferred
+    async def search_offset_on(self, broker_addr: str, topic: str, queue_id: int, timestamp: int,
+                               timeout: float | None = None) -> int:
+        """The queue offset of ``timestamp`` on one broker (Java's deprecated searchOffset)."""
+        r = await self.call(broker_addr, SearchOffsetByTimestamp, topic=topic, queue_id=queue_id,
+                            timestamp=timestamp, timeout=timeout)
         return r.header.offset
 
     @deferred
@@ -884,13 +933,16 @@ class AdminCore(Service):
             try:
                 cc = await self._consumer_connection(group)
             except BrokerResponseError as e:
-                if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
-                    mt.track_type = TrackType.NOT_ONLINE
-                mt.exception_desc = f"CODE:{e.code} DESC:{e.remark}"
+                if getattr(e, "java_frame", None) is None:  # a broker's answer: MQBrokerException
+                    if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                        mt.track_type = TrackType.NOT_ONLINE
+                    mt.exception_desc = f"CODE:{e.code} DESC:{e.remark}"
+                else:  # raised by the tool itself (MQClientException)
+                    mt.exception_desc = exception_simple_desc(e)
                 out.append(mt)
                 continue
-            except Exception as e:  # Java: UtilAll.exceptionSimpleDesc
-                mt.exception_desc = str(e)
+            except Exception as e:
+                mt.exception_desc = exception_simple_desc(e)
                 out.append(mt)
                 continue
             if cc.consume_type == ConsumeType.CONSUME_ACTIVELY:
@@ -907,7 +959,7 @@ class AdminCore(Service):
                     out.append(mt)
                     continue
                 except Exception as e:
-                    mt.exception_desc = str(e)
+                    mt.exception_desc = exception_simple_desc(e)
                     out.append(mt)
                     continue
                 if consumed:

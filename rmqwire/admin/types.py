@@ -41,7 +41,8 @@ class MessageTrack:
     def __str__(self) -> str:
         # Java's MessageTrack.toString, which mqadmin prints.
         return (f"MessageTrack [consumerGroup={self.consumer_group}, trackType="
-                f"{self.track_type.name}, exceptionDesc={self.exception_desc}]")
+                f"{self.track_type.name}, exceptionDesc="
+                f"{'null' if self.exception_desc is None else self.exception_desc}]")
 
 
 @dataclass(slots=True)

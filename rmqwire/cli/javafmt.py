@@ -72,15 +72,15 @@ def _float32_str(v: float) -> str:
     return java_double_str(v)
 
 
-_SPEC = re.compile(r"%(-?)(\d*)(?:\.(\d+))?([sdfn%])")
+_SPEC = re.compile(r"%(-?)(0?)(\d*)(?:\.(\d+))?([sdfn%])")
 
 
 def printf(fmt: str, *args: Any) -> str:
-    """``String.format(fmt, args)`` for ``%[-][width][.precision](s|d|f)``, ``%n`` and ``%%``."""
+    """``String.format(fmt, args)`` for ``%[-|0][width][.precision](s|d|f)``, ``%n`` and ``%%``."""
     it = iter(args)
 
     def one(m: re.Match[str]) -> str:
-        left, width, prec, conv = m.groups()
+        left, zero, width, prec, conv = m.groups()
         if conv == "n":
             return "\n"
         if conv == "%":
@@ -95,7 +95,11 @@ def printf(fmt: str, *args: Any) -> str:
         else:
             text = fixed(v, 6 if prec is None else int(prec))
         if width and len(text) < int(width):
-            text = text.ljust(int(width)) if left else text.rjust(int(width))
+            if zero and conv != "s":
+                sign = "-" if text.startswith("-") else ""
+                text = sign + text[len(sign):].rjust(int(width) - len(sign), "0")
+            else:
+                text = text.ljust(int(width)) if left else text.rjust(int(width))
         return text
 
     return _SPEC.sub(one, fmt)

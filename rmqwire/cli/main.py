@@ -42,6 +42,7 @@ def _load_commands() -> None:
         consumer,
         message,
         namesrv,
+        stats,
         topic,
     )
 
