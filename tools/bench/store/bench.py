@@ -12,7 +12,8 @@ afterwards) with the Java default segment sizes (1 GiB commit log, 6 MB consume 
   a reactor would: the group commit serves every waiter with one fdatasync;
 - pull: ``get_message`` of 32 messages at a time over what async wrote.
 
-A benchmark, not a test: numbers depend on the disk and on what else runs.
+A benchmark, not a test: numbers depend on the disk and on what else runs. The CPU column
+(process CPU time per message, all threads) is steadier than msg/s on a busy machine.
 """
 
 from __future__ import annotations
@@ -127,21 +128,23 @@ def main(argv: list[str] | None = None) -> int:
     body = bytes(range(256)) * (args.body // 256) + b"x" * (args.body % 256)
     parent = Path(tempfile.mkdtemp(prefix="rmqwire-store-bench-", dir=args.dir))
     rows = []
+
+    def case(name: str, fn, *a) -> None:
+        cpu = time.process_time()
+        n, t = fn(*a)
+        rows.append((name, n, t, time.process_time() - cpu))
+
     try:
-        n, t = bench_puts(parent / "async", FlushDiskType.ASYNC_FLUSH, body, args.seconds)
-        rows.append(("async (1 writer)", n, t))
-        n2, t2 = bench_pull(parent / "async")
-        n, t = bench_batch(parent / "batch", body, args.seconds)
-        rows.append(("async-batch16", n, t))
-        n, t = bench_puts(parent / "sync1", FlushDiskType.SYNC_FLUSH, body, args.seconds)
-        rows.append(("sync-1 (wait each flush)", n, t))
-        n, t = bench_window(parent / "syncw", body, args.seconds)
-        rows.append(("sync-window (256 in flight)", n, t))
-        rows.append(("pull 32/call (after async)", n2, t2))
+        case("async (1 writer)", bench_puts, parent / "async", FlushDiskType.ASYNC_FLUSH, body, args.seconds)
+        case("async-batch16", bench_batch, parent / "batch", body, args.seconds)
+        case("sync-1 (wait each flush)", bench_puts, parent / "sync1", FlushDiskType.SYNC_FLUSH, body, args.seconds)
+        case("sync-window (256 in flight)", bench_window, parent / "syncw", body, args.seconds)
+        case("pull 32/call (after async)", bench_pull, parent / "async")
     finally:
         shutil.rmtree(parent, ignore_errors=True)
-    print(f"store append throughput, {args.body}-byte bodies, {args.seconds:.0f} s per case, dir {parent.parent}")
-    print(f"{'case':32} {'messages':>10} {'seconds':>8} {'msg/s':>10} {'MiB/s':>8}")
-    for name, n, t in rows:
-        print(f"{name:32} {n:10d} {t:8.2f} {n / t:10.0f} {n * args.body / t / 2**20:8.1f}")
+    print(f"store throughput, {args.body}-byte bodies, {args.seconds:.0f} s per case, dir {parent.parent}")
+    print(f"{'case':30} {'messages':>9} {'seconds':>8} {'msg/s':>9} {'MiB/s':>7} {'CPU us/msg':>11}")
+    for name, n, t, cpu in rows:
+        mib = n * args.body / t / 2**20
+        print(f"{name:30} {n:9d} {t:8.2f} {n / t:9.0f} {mib:7.1f} {cpu / n * 1e6:11.1f}")
     return 0
