@@ -22,6 +22,16 @@ _EXPORTS = {
     "LocalTransactionState": "rmqwire.client.message",
     "MessageQueue": "rmqwire.model",
     "Admin": "rmqwire.admin",
+    # consumers
+    "PushConsumer": "rmqwire.client.consumer.blocking",
+    "PullConsumer": "rmqwire.client.consumer.blocking",
+    "QueuePuller": "rmqwire.client.consumer.blocking",
+    "MessageExt": "rmqwire.codec.message",
+    "ConsumeResult": "rmqwire.client.consumer.listener",
+    "ConsumeFromWhere": "rmqwire.model",
+    "MessageModel": "rmqwire.model",
+    "MessageSelector": "rmqwire.client.consumer.subscription",
+    "create_reply_message": "rmqwire.client.consumer.reply",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -36,7 +46,12 @@ if TYPE_CHECKING:
         TransactionSendResult,
     )
     from rmqwire.client.producer.blocking import Producer, TransactionProducer
-    from rmqwire.model import MessageQueue
+    from rmqwire.client.consumer.blocking import PullConsumer, PushConsumer, QueuePuller
+    from rmqwire.client.consumer.listener import ConsumeResult
+    from rmqwire.client.consumer.reply import create_reply_message
+    from rmqwire.client.consumer.subscription import MessageSelector
+    from rmqwire.codec.message import MessageExt
+    from rmqwire.model import ConsumeFromWhere, MessageModel, MessageQueue
 
 
 def __getattr__(name: str) -> Any:
