@@ -240,3 +240,51 @@ class InvokeBrokerToGetConsumerStatus(Command):
     code = RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS
     header = GetConsumerStatusRequestHeader
     response_body = bytes
+
+
+# ---- consumer-side bodies (issue 9) -------------------------------------------------------------
+
+
+@dataclass
+class CheckClientRequestBody(FastjsonBody):
+    """CHECK_CLIENT_CONFIG (46): may this broker filter by the subscription's expression type?"""
+
+    client_id: str | None = prop("clientId", STRING)
+    group: str | None = prop("group", STRING)
+    subscription_data: SubscriptionData | None = prop("subscriptionData", body_of(SubscriptionData))
+    namespace: str | None = prop("namespace", STRING)
+
+
+@dataclass
+class ConsumeMessageDirectlyResult(FastjsonBody):
+    """CONSUME_MESSAGE_DIRECTLY answer; ``consume_result`` is a CMResult name (CR_SUCCESS, ...)."""
+
+    order: bool = prop("order", BOOL, False)
+    auto_commit: bool = prop("autoCommit", BOOL, True)
+    consume_result: str | None = prop("consumeResult", STRING)
+    remark: str | None = prop("remark", STRING)
+    spent_time_mills: int = prop("spentTimeMills", LONG, 0)
+
+
+@dataclass
+class GetConsumerStatusBody(FastjsonBody):
+    """GET_CONSUMER_STATUS_FROM_CLIENT answer: the client's offsets of a topic."""
+
+    message_queue_table: dict[MessageQueue, int] | None = prop(
+        "messageQueueTable", map_of(MQ, LONG), factory=dict
+    )
+    consumer_table: dict[str, Any] | None = prop("consumerTable", map_of(STR_KEY, ANY), factory=dict)
+
+
+@dataclass
+class ResetOffsetBodyForClient(FastjsonBody):
+    """RESET_CONSUMER_CLIENT_OFFSET body (Java ``ResetOffsetBody``): queue -> offset."""
+
+    offset_table: dict[MessageQueue, int] | None = prop("offsetTable", map_of(MQ, LONG), factory=dict)
+
+
+class CheckClientConfig(Command):
+    """No header; the body says the subscription. Not SUCCESS: the broker cannot filter so."""
+
+    code = RequestCode.CHECK_CLIENT_CONFIG
+    body = CheckClientRequestBody

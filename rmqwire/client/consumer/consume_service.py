@@ -1,0 +1,671 @@
+"""How a push consumer runs its listener (Java ``ConsumeMessageConcurrentlyService`` and
+``ConsumeMessageOrderlyService``).
+
+Process queues, offsets and retries live in the reactor thread; only the listener call leaves
+it, through a runner:
+
+- ``ThreadRunner``: ``threads`` worker threads (Java's consume thread pool; its queue is
+  unbounded, so ``consume_thread_min`` threads are what run); finished calls are handed back to
+  the reactor in batches (one wakeup for many results);
+- ``ReactorRunner``: the listener runs in the reactor thread and may return a Deferred or a
+  coroutine (the Twisted API).
+
+Concurrent: each pulled batch is split into requests of ``consume_message_batch_max_size``
+messages. After the listener: SUCCESS acks up to ``context.ack_index``; the rest (or all, on
+RECONSUME_LATER, an exception or None) go back to the broker with CONSUMER_SEND_MSG_BACK (in
+clustering; broadcasting drops them with a warning); a message whose send-back failed is retried
+locally 5 s later with reconsume times + 1. The offset then moves to the smallest message still
+held. Messages held longer than ``consume_timeout`` minutes are sent back with delay level 3.
+
+Orderly: one consumer loop per queue at a time, taking messages in offset order while the
+queue's broker lock is held (clustering); SUCCESS commits, SUSPEND_CURRENT_QUEUE_A_MOMENT (or an
+exception or None) puts the messages back and retries them after
+``suspend_current_queue_time_millis``, locally, with no DLQ unless ``max_reconsume_times`` is set;
+locks are renewed every 20 s and released at shutdown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from rmqwire.client.consumer.listener import (
+    CMResult,
+    ConsumeConcurrentlyContext,
+    ConsumeOrderlyContext,
+    ConsumeResult,
+    listener_takes_context,
+)
+from rmqwire.client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
+from rmqwire.codec.message import MessageExt, PropertyKey
+from rmqwire.model import MessageModel, MessageQueue
+from rmqwire.remoting.dispatcher import exception_simple_desc
+
+if TYPE_CHECKING:
+    from rmqwire.client.consumer.push_consumer import PushConsumer
+
+__all__ = [
+    "MAX_TIME_CONSUME_CONTINUOUSLY",
+    "ConsumeMessageConcurrentlyService",
+    "ConsumeMessageOrderlyService",
+    "Outcome",
+    "ReactorRunner",
+    "ThreadRunner",
+]
+
+#: Java ``rocketmq.client.maxTimeConsumeContinuously``: an orderly loop yields after this (ms).
+MAX_TIME_CONSUME_CONTINUOUSLY = 60_000
+#: Java: a concurrent request whose send-back failed is retried locally after 5 s.
+RETRY_LATER_MS = 5_000
+_INT_MAX = 2**31 - 1
+
+
+# ---- runners ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class Outcome:
+    """What a listener call gave: its return value, or the exception it raised; how long it ran."""
+
+    value: Any = None
+    error: Failure | None = None
+    elapsed_ms: int = 0
+
+
+class ReactorRunner:
+    """Run listeners in the reactor thread (they may return Deferreds or coroutines)."""
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def start(self) -> None:
+        pass
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
+        begin = self.reactor.seconds()
+
+        def done(value: Any) -> Outcome:
+            elapsed = int((self.reactor.seconds() - begin) * 1000)
+            if isinstance(value, Failure):
+                return Outcome(error=value, elapsed_ms=elapsed)
+            return Outcome(value=value, elapsed_ms=elapsed)
+
+        d = defer.maybeDeferred(fn, *args)
+        d.addCallback(lambda v: Deferred.fromCoroutine(v) if _is_coroutine(v) else v)
+        return d.addBoth(done)
+
+    def stop(self) -> None:
+        pass
+
+    def join(self, timeout: float) -> bool:
+        return True
+
+
+def _is_coroutine(v: Any) -> bool:
+    return inspect.iscoroutine(v)
+
+
+class ThreadRunner:
+    """Listeners in ``threads`` worker threads; results go back to the reactor in batches."""
+
+    log = Logger()
+
+    def __init__(self, reactor: Any, threads: int, name: str = "ConsumeMessageThread") -> None:
+        if threads < 1:
+            raise ValueError("a thread runner needs at least one thread")
+        self.reactor = reactor
+        self.threads = threads
+        self.name = name
+        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._done: deque[tuple[Deferred[Outcome], Outcome]] = deque()
+        self._wake_pending = False
+        self._workers: list[threading.Thread] = []
+        self._stopped = False
+
+    @property
+    def size(self) -> int:
+        return self.threads
+
+    def start(self) -> None:
+        for i in range(self.threads):
+            t = threading.Thread(target=self._work, name=f"{self.name}_{i + 1}", daemon=True)
+            t.start()
+            self._workers.append(t)
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
+        d: Deferred[Outcome] = Deferred()
+        if self._stopped:
+            d.callback(Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
+            return d
+        self._tasks.put((d, fn, args))
+        return d
+
+    def _work(self) -> None:
+        tasks, done = self._tasks, self._done
+        while True:
+            item = tasks.get()
+            if item is None:
+                return
+            d, fn, args = item
+            begin = time.monotonic()
+            try:
+                outcome = Outcome(value=fn(*args))
+            except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
+                outcome = Outcome(error=Failure())
+            outcome.elapsed_ms = int((time.monotonic() - begin) * 1000)
+            done.append((d, outcome))
+            if not self._wake_pending:
+                self._wake_pending = True
+                try:
+                    self.reactor.callFromThread(self._deliver)
+                except Exception:  # the reactor is gone (interpreter exit): nobody waits
+                    return
+
+    def _deliver(self) -> None:
+        # reset first: a result appended after this point schedules another delivery
+        self._wake_pending = False
+        done = self._done
+        while done:
+            d, outcome = done.popleft()
+            d.callback(outcome)
+
+    def stop(self) -> None:
+        """No new work; each worker ends after its current listener call."""
+        if self._stopped:
+            return
+        self._stopped = True
+        while True:  # queued work is dropped (Java's shutdownNow after the await)
+            try:
+                item = self._tasks.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].callback(Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
+        for _ in self._workers:
+            self._tasks.put(None)
+
+    def join(self, timeout: float) -> bool:
+        """Wait (not in a worker) for the workers to end; False if one is still running."""
+        deadline = time.monotonic() + timeout
+        me = threading.current_thread()
+        for t in self._workers:
+            if t is not me:
+                t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._workers if t is not me)
+
+
+def _call_listener(listener: Callable[..., Any], with_context: bool, msgs: Sequence[MessageExt],
+                   context: Any) -> Any:
+    return listener(msgs, context) if with_context else listener(msgs)
+
+
+def _result_of(outcome: Outcome) -> ConsumeResult | None:
+    if outcome.error is not None:
+        return None
+    try:
+        return ConsumeResult.of(outcome.value)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---- concurrent ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _ConcurrentRequest:
+    msgs: list[MessageExt]
+    process_queue: ProcessQueue
+    message_queue: MessageQueue
+
+
+class ConsumeMessageConcurrentlyService:
+    log = Logger()
+
+    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any], runner: Any) -> None:
+        self.consumer = consumer
+        self.listener = listener
+        self.with_context = listener_takes_context(listener)
+        self.runner = runner
+        self.group = consumer.group
+        self._clean_call: Any = None
+        self._later: set[Any] = set()
+        self.stopped = False
+
+    @property
+    def core_pool_size(self) -> int:
+        return self.runner.size
+
+    def start(self) -> None:
+        self.runner.start()
+        minutes = self.consumer.config.consume_timeout
+        self._clean_call = self.consumer.reactor.callLater(minutes * 60, self._clean_expired_loop)
+
+    def _clean_expired_loop(self) -> None:
+        self._clean_call = None
+        if self.stopped:
+            return
+        self.consumer.clean_expired_messages()
+        self._clean_call = self.consumer.reactor.callLater(self.consumer.config.consume_timeout * 60,
+                                                           self._clean_expired_loop)
+
+    def shutdown(self) -> Deferred[None]:
+        self.stopped = True
+        if self._clean_call is not None and self._clean_call.active():
+            self._clean_call.cancel()
+        for call in list(self._later):
+            if call.active():
+                call.cancel()
+        self._later.clear()
+        self.runner.stop()
+        return defer.succeed(None)
+
+    def _call_later(self, ms: int, fn: Callable[..., Any], *args: Any) -> None:
+        if self.stopped:
+            return
+
+        def run() -> None:
+            self._later.discard(call)
+            if not self.stopped:
+                fn(*args)
+
+        call = self.consumer.reactor.callLater(ms / 1000, run)
+        self._later.add(call)
+
+    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue,
+                               dispatch_to_consume: bool) -> None:
+        size = self.consumer.config.consume_message_batch_max_size
+        if len(msgs) <= size:
+            self._run(_ConcurrentRequest(list(msgs), pq, mq))
+            return
+        for i in range(0, len(msgs), size):
+            self._run(_ConcurrentRequest(msgs[i : i + size], pq, mq))
+
+    def _run(self, req: _ConcurrentRequest) -> None:
+        pq = req.process_queue
+        if pq.dropped or self.stopped:
+            return
+        context = ConsumeConcurrentlyContext(req.message_queue)
+        self.consumer.reset_retry_and_namespace(req.msgs)
+        start = str(self.consumer.now_ms())
+        for m in req.msgs:
+            m.properties[PropertyKey.CONSUME_START_TIMESTAMP] = start
+        pq.consuming_tasks += 1
+        d = self.runner.run(_call_listener, self.listener, self.with_context, tuple(req.msgs), context)
+        d.addCallback(self._ran, req, context)
+
+    def _ran(self, outcome: Outcome, req: _ConcurrentRequest, context: ConsumeConcurrentlyContext) -> Any:
+        pq = req.process_queue
+        pq.consuming_tasks -= 1
+        status = _result_of(outcome)
+        if outcome.error is not None:
+            self.log.warn("consumeMessage exception: {why} Group: {group} Msgs: {n} MQ: {mq}",
+                          why=outcome.error.getErrorMessage(), group=self.group, n=len(req.msgs),
+                          mq=req.message_queue)
+        elif status is None:
+            self.log.warn("consumeMessage return null, Group: {group} Msgs: {n} MQ: {mq}",
+                          group=self.group, n=len(req.msgs), mq=req.message_queue)
+        if status not in (ConsumeResult.SUCCESS, ConsumeResult.RECONSUME_LATER):
+            status = ConsumeResult.RECONSUME_LATER
+        self.consumer.stats.inc_consume_rt(self.group, req.message_queue.topic, outcome.elapsed_ms)
+        if pq.dropped:
+            self.log.warn("processQueue is dropped without process consume result. messageQueue={mq}",
+                          mq=req.message_queue)
+            return None
+        return self.process_consume_result(status, context, req)
+
+    def process_consume_result(self, status: ConsumeResult, context: ConsumeConcurrentlyContext,
+                               req: _ConcurrentRequest) -> Deferred[None] | None:
+        msgs = req.msgs
+        if not msgs:
+            return None
+        topic = req.message_queue.topic
+        stats = self.consumer.stats
+        if status is ConsumeResult.SUCCESS:
+            ack = min(context.ack_index, len(msgs) - 1)
+            stats.inc_consume_ok_tps(self.group, topic, ack + 1)
+            stats.inc_consume_failed_tps(self.group, topic, len(msgs) - ack - 1)
+        else:
+            ack = -1
+            stats.inc_consume_failed_tps(self.group, topic, len(msgs))
+        failed = msgs[ack + 1 :]
+        if not failed:
+            self._commit(req)
+            return None
+        if self.consumer.message_model is MessageModel.BROADCASTING:
+            for m in failed:
+                self.log.warn("BROADCASTING, the message consume failed, drop it, {msg}", msg=m.msg_id)
+            self._commit(req)
+            return None
+        pq = req.process_queue
+        backs = []
+        for m in failed:
+            if not pq.contains(m):  # expired and cleaned meanwhile
+                continue
+            backs.append(self.consumer.send_message_back(m, context.delay_level_when_next_consume,
+                                                         req.message_queue)
+                         .addCallback(lambda ok, m=m: None if ok else m))
+
+        def after(results: list[MessageExt | None]) -> None:
+            back_failed = [m for m in results if m is not None]
+            if back_failed:
+                for m in back_failed:
+                    m.reconsume_times += 1
+                ids = {id(m) for m in back_failed}
+                req.msgs = [m for m in msgs if id(m) not in ids]
+                self._call_later(RETRY_LATER_MS, self.submit_consume_request, back_failed,
+                                 req.process_queue, req.message_queue, True)
+            self._commit(req)
+
+        return defer.gatherResults(backs, consumeErrors=True).addCallback(after)
+
+    def _commit(self, req: _ConcurrentRequest) -> None:
+        pq = req.process_queue
+        offset = pq.remove_messages(req.msgs)
+        if offset >= 0 and not pq.dropped:
+            self.consumer.offset_store.update_offset(req.message_queue, offset, True)
+
+    def consume_message_directly(self, msg: MessageExt, broker_name: str | None) -> Deferred[dict[str, Any]]:
+        mq = MessageQueue(msg.topic, broker_name or "", msg.queue_id)
+        msg.broker_name = broker_name
+        context = ConsumeConcurrentlyContext(mq)
+        self.consumer.reset_retry_and_namespace([msg])
+
+        def done(outcome: Outcome) -> dict[str, Any]:
+            result = {"order": False, "autoCommit": True, "spentTimeMills": outcome.elapsed_ms}
+            if outcome.error is not None:
+                result["consumeResult"] = CMResult.CR_THROW_EXCEPTION
+                result["remark"] = _simple_desc(outcome.error)
+                return result
+            status = _result_of(outcome)
+            result["consumeResult"] = {
+                ConsumeResult.SUCCESS: CMResult.CR_SUCCESS,
+                ConsumeResult.RECONSUME_LATER: CMResult.CR_LATER,
+                None: CMResult.CR_RETURN_NULL,
+            }.get(status, CMResult.CR_RETURN_NULL)
+            return result
+
+        return self.runner.run(_call_listener, self.listener, self.with_context, (msg,), context).addCallback(done)
+
+
+def _simple_desc(failure: Failure) -> str:
+    return exception_simple_desc(failure)
+
+
+# ---- orderly ---------------------------------------------------------------------------------
+
+
+class ConsumeMessageOrderlyService:
+    log = Logger()
+
+    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any], runner: Any) -> None:
+        self.consumer = consumer
+        self.listener = listener
+        self.with_context = listener_takes_context(listener)
+        self.runner = runner
+        self.group = consumer.group
+        self.stopped = False
+        self._active: set[MessageQueue] = set()
+        self._again: set[MessageQueue] = set()
+        self._later: set[Any] = set()
+        self._lock_call: Any = None
+
+    @property
+    def core_pool_size(self) -> int:
+        return self.runner.size
+
+    @property
+    def clustering(self) -> bool:
+        return self.consumer.message_model is MessageModel.CLUSTERING
+
+    def start(self) -> None:
+        self.runner.start()
+        if self.clustering:
+            self._lock_call = self.consumer.reactor.callLater(1.0, self._lock_loop)
+
+    def _lock_loop(self) -> None:
+        self._lock_call = None
+        if self.stopped:
+            return
+        d = self.consumer.rebalance.lock_all()
+
+        def again(_: Any) -> None:
+            if not self.stopped:
+                self._lock_call = self.consumer.reactor.callLater(REBALANCE_LOCK_INTERVAL / 1000,
+                                                                  self._lock_loop)
+
+        d.addBoth(again)
+
+    def shutdown(self) -> Deferred[None]:
+        self.stopped = True
+        if self._lock_call is not None and self._lock_call.active():
+            self._lock_call.cancel()
+        for call in list(self._later):
+            if call.active():
+                call.cancel()
+        self._later.clear()
+        self.runner.stop()
+        if self.clustering:
+            return self.consumer.rebalance.unlock_all(False)
+        return defer.succeed(None)
+
+    def _call_later(self, ms: int, fn: Callable[..., Any], *args: Any) -> None:
+        if self.stopped:
+            return
+
+        def run() -> None:
+            self._later.discard(call)
+            if not self.stopped:
+                fn(*args)
+
+        call = self.consumer.reactor.callLater(ms / 1000, run)
+        self._later.add(call)
+
+    def submit_consume_request(self, msgs: list[MessageExt] | None, pq: ProcessQueue, mq: MessageQueue,
+                               dispatch_to_consume: bool) -> None:
+        if dispatch_to_consume:
+            self._consume(pq, mq)
+
+    def _submit_later(self, pq: ProcessQueue, mq: MessageQueue, suspend_ms: int) -> None:
+        ms = self.consumer.config.suspend_current_queue_time_millis if suspend_ms == -1 else suspend_ms
+        ms = min(max(ms, 10), 30_000)
+        self._call_later(ms, self.submit_consume_request, None, pq, mq, True)
+
+    def _try_lock_later_and_reconsume(self, mq: MessageQueue, pq: ProcessQueue, delay_ms: int) -> None:
+        def lock() -> None:
+            if self.stopped:
+                return
+            self.consumer.rebalance.lock(mq).addCallback(
+                lambda ok: self._submit_later(pq, mq, 10 if ok else 3000))
+
+        self._call_later(delay_ms, lock)
+
+    def _consume(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """One consume loop per queue: a request while one runs makes it loop once more."""
+        if pq.dropped or self.stopped:
+            return
+        if mq in self._active:
+            self._again.add(mq)
+            return
+        if not (not self.clustering or (pq.locked and not pq.is_lock_expired())):
+            self._try_lock_later_and_reconsume(mq, pq, 100)
+            return
+        self._active.add(mq)
+        self._loop(pq, mq, self.consumer.now_ms())
+
+    def _end(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        self._active.discard(mq)
+        if mq in self._again:
+            self._again.discard(mq)
+            if pq.has_temp_message():
+                self._consume(pq, mq)
+
+    def _loop(self, pq: ProcessQueue, mq: MessageQueue, begin: int) -> None:
+        while True:
+            if pq.dropped or self.stopped:
+                self.log.warn("the message queue not be able to consume, because it's dropped. {mq}", mq=mq)
+                return self._end(mq, pq)
+            if self.clustering and not pq.locked:
+                self.log.warn("the message queue not locked, so consume later, {mq}", mq=mq)
+                self._try_lock_later_and_reconsume(mq, pq, 10)
+                return self._end(mq, pq)
+            if self.clustering and pq.is_lock_expired():
+                self.log.warn("the message queue lock expired, so consume later, {mq}", mq=mq)
+                self._try_lock_later_and_reconsume(mq, pq, 10)
+                return self._end(mq, pq)
+            if self.consumer.now_ms() - begin > MAX_TIME_CONSUME_CONTINUOUSLY:
+                self._submit_later(pq, mq, 10)
+                return self._end(mq, pq)
+            msgs = pq.take_messages(self.consumer.config.consume_message_batch_max_size)
+            self.consumer.reset_retry_and_namespace(msgs)
+            if not msgs:
+                return self._end(mq, pq)
+            context = ConsumeOrderlyContext(mq)
+            pq.consuming_tasks += 1
+            d = self.runner.run(_call_listener, self.listener, self.with_context, tuple(msgs), context)
+            if d.called:  # a synchronous (reactor) listener: keep looping without recursion
+                outcome = _take(d)
+                step = self._after(outcome, msgs, context, pq, mq)
+                if isinstance(step, Deferred):
+                    step.addCallback(self._continue, pq, mq, begin)
+                    return None
+                if not step:
+                    return self._end(mq, pq)
+                continue
+            d.addCallback(self._after, msgs, context, pq, mq)
+            d.addCallback(self._continue, pq, mq, begin)
+            return None
+
+    def _continue(self, go_on: bool, pq: ProcessQueue, mq: MessageQueue, begin: int) -> None:
+        if go_on:
+            self._loop(pq, mq, begin)
+        else:
+            self._end(mq, pq)
+
+    def _after(self, outcome: Outcome, msgs: list[MessageExt], context: ConsumeOrderlyContext,
+               pq: ProcessQueue, mq: MessageQueue) -> bool | Deferred[bool]:
+        pq.consuming_tasks -= 1
+        status = _result_of(outcome)
+        if outcome.error is not None:
+            self.log.warn("consumeMessage exception: {why} Group: {group} Msgs: {n} MQ: {mq}",
+                          why=outcome.error.getErrorMessage(), group=self.group, n=len(msgs), mq=mq)
+        if status in (None, ConsumeResult.ROLLBACK, ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+                      ConsumeResult.RECONSUME_LATER):
+            self.log.warn("consumeMessage Orderly return not OK, Group: {group} Msgs: {n} MQ: {mq}",
+                          group=self.group, n=len(msgs), mq=mq)
+        if status is None or status is ConsumeResult.RECONSUME_LATER:
+            status = ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        self.consumer.stats.inc_consume_rt(self.group, mq.topic, outcome.elapsed_ms)
+        if pq.dropped:
+            return False
+        return self.process_consume_result(msgs, status, context, pq, mq)
+
+    def process_consume_result(self, msgs: list[MessageExt], status: ConsumeResult,
+                               context: ConsumeOrderlyContext, pq: ProcessQueue,
+                               mq: MessageQueue) -> bool | Deferred[bool]:
+        stats, topic = self.consumer.stats, mq.topic
+
+        def finish(commit_offset: int, go_on: bool) -> bool:
+            if commit_offset >= 0 and not pq.dropped:
+                self.consumer.offset_store.update_offset(mq, commit_offset, False)
+            return go_on
+
+        def suspend_or(fallback_commit: bool) -> Deferred[bool]:
+            def checked(suspend: bool) -> bool:
+                if suspend:
+                    pq.make_messages_to_consume_again(msgs)
+                    self._submit_later(pq, mq, context.suspend_current_queue_time_millis)
+                    return finish(-1, False)
+                return finish(pq.commit() if fallback_commit else -1, True)
+
+            return self._check_reconsume_times(msgs).addCallback(checked)
+
+        if context.auto_commit:
+            if status is ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+                stats.inc_consume_failed_tps(self.group, topic, len(msgs))
+                return suspend_or(True)
+            if status in (ConsumeResult.COMMIT, ConsumeResult.ROLLBACK):
+                self.log.warn("the message queue consume result is illegal, we think you want to ack "
+                              "these message {mq}", mq=mq)
+            stats.inc_consume_ok_tps(self.group, topic, len(msgs))
+            return finish(pq.commit(), True)
+        if status is ConsumeResult.SUCCESS:
+            stats.inc_consume_ok_tps(self.group, topic, len(msgs))
+            return finish(-1, True)
+        if status is ConsumeResult.COMMIT:
+            return finish(pq.commit(), True)
+        if status is ConsumeResult.ROLLBACK:
+            pq.rollback()
+            self._submit_later(pq, mq, context.suspend_current_queue_time_millis)
+            return finish(-1, False)
+        stats.inc_consume_failed_tps(self.group, topic, len(msgs))
+        return suspend_or(False)
+
+    def max_reconsume_times(self) -> int:
+        configured = self.consumer.config.max_reconsume_times
+        return _INT_MAX if configured == -1 else configured
+
+    def _check_reconsume_times(self, msgs: list[MessageExt]) -> Deferred[bool]:
+        """True when the batch must be retried here; messages over the limit go to the retry
+        topic (and so to the DLQ) instead."""
+        limit = self.max_reconsume_times()
+        suspend = False
+        sends = []
+        for m in msgs:
+            if m.reconsume_times >= limit:
+                m.properties[PropertyKey.RECONSUME_TIME] = str(m.reconsume_times)
+
+                def sent(ok: bool, m: MessageExt = m) -> None:
+                    nonlocal suspend
+                    if not ok:
+                        suspend = True
+                        m.reconsume_times += 1
+
+                sends.append(self.consumer.send_message_back_as_normal(m, limit).addCallback(sent))
+            else:
+                suspend = True
+                m.reconsume_times += 1
+        return defer.gatherResults(sends, consumeErrors=True).addCallback(lambda _: suspend)
+
+    def consume_message_directly(self, msg: MessageExt, broker_name: str | None) -> Deferred[dict[str, Any]]:
+        mq = MessageQueue(msg.topic, broker_name or "", msg.queue_id)
+        context = ConsumeOrderlyContext(mq)
+        self.consumer.reset_retry_and_namespace([msg])
+
+        def done(outcome: Outcome) -> dict[str, Any]:
+            result: dict[str, Any] = {"order": True, "autoCommit": context.auto_commit,
+                                      "spentTimeMills": outcome.elapsed_ms}
+            if outcome.error is not None:
+                result["consumeResult"] = CMResult.CR_THROW_EXCEPTION
+                result["remark"] = _simple_desc(outcome.error)
+                return result
+            result["consumeResult"] = {
+                ConsumeResult.COMMIT: CMResult.CR_COMMIT,
+                ConsumeResult.ROLLBACK: CMResult.CR_ROLLBACK,
+                ConsumeResult.SUCCESS: CMResult.CR_SUCCESS,
+                ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT: CMResult.CR_LATER,
+            }.get(_result_of(outcome), CMResult.CR_RETURN_NULL)  # type: ignore[arg-type]
+            return result
+
+        return self.runner.run(_call_listener, self.listener, self.with_context, (msg,), context).addCallback(done)
+
+
+def _take(d: Deferred[Outcome]) -> Outcome:
+    box: list[Outcome] = []
+    d.addCallback(box.append)
+    return box[0]
+
