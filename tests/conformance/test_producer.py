@@ -443,3 +443,31 @@ def test_send_modes_against_4_9_7(reference_cluster_v4: Any) -> None:
     for m, oid in zip(batch, r.offset_msg_id.split(",")):
         assert_same(by_offset[oid], m)
     assert re.fullmatch(r"[0-9A-F]{32}", next(iter(sent)))
+
+
+# ---- ACL 2.0 -------------------------------------------------------------------------------
+
+
+def test_acl_signed_sends_and_unsigned_refusal(reference_unavailable: Callable[[str], None]) -> None:
+    from tools.reference.cluster import Authentication, ReferenceCluster
+    from tools.reference.jars import ReferenceUnavailable
+
+    cluster = ReferenceCluster(authentication=Authentication("rmqwire_user", "rmqwire_secret"))
+    try:
+        try:
+            cluster.start()
+        except ReferenceUnavailable as e:
+            reference_unavailable(str(e))
+        topic = uid("acl")  # auto-created through TBW102 by the signed send
+        with Producer(uid("pg"), namesrv_addr=cluster.namesrv_addr, access_key="rmqwire_user",
+                      secret_key="rmqwire_secret") as p:
+            assert p.send(Message(topic, b"signed")).status is SendStatus.SEND_OK
+            assert p.send([Message(topic, b"b1"), Message(topic, b"b2")]).status is SendStatus.SEND_OK
+        with Producer(uid("pg"), namesrv_addr=cluster.namesrv_addr, access_key="rmqwire_user",
+                      secret_key="wrong") as p:
+            with pytest.raises(MQClientError) as e:
+                p.send(Message(topic, b"badly signed"))
+        assert e.value.response_code == 16  # NO_PERMISSION, retried then reported as Java does
+        assert "Send [3] times" in str(e.value)
+    finally:
+        cluster.stop()

@@ -251,7 +251,7 @@ public class ProducerTool {
             + ",\"seconds\":" + seconds + ",\"tps\":" + (sent.get() / (double) seconds) + ",\"meanMs\":" + mean
             + ",\"p99Ms\":" + p99 + ",\"failed\":" + failed.get() + ",\"cpuUsPerMsg\":"
             + (sent.get() == 0 ? 0 : (cpu[1] - cpu[0]) / 1000.0 / sent.get()) + "}");
-        p.shutdown();
+        // no p.shutdown(): after a oneway flood it waits on the broker for minutes; main exits
     }
 
     private static long processCpuNanos() {
