@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 import os
@@ -17,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqwire.codec import commands as H
-from rmqwire.codec import header as header_module
 from rmqwire.codec.codes import RequestCode, SerializeType
 from rmqwire.codec.frame import RemotingCommand, decode_frame, encode_frame
 from rmqwire.codec.commands import (
@@ -48,15 +46,20 @@ from rmqwire.codec.header import (
 )
 from rmqwire.errors import CodecError, HeaderDecodeError, MissingHeaderFieldError
 
-#: Every concrete header class of the module (the rpc bases included: they are headers too).
+#: Every header class the codec defines (the rpc bases included: they are headers too).
+def _all_header_classes() -> set[type[CommandHeader]]:
+    found: set[type[CommandHeader]] = set()
+    todo = list(CommandHeader.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        if cls.__module__.startswith("rmqwire.codec.") and cls not in found:
+            found.add(cls)
+            todo.extend(cls.__subclasses__())
+    return found
+
+
 ALL_HEADERS: list[type[CommandHeader]] = sorted(
-    (
-        {
-            obj
-            for obj in [*vars(H).values(), *vars(header_module).values()]
-            if inspect.isclass(obj) and issubclass(obj, CommandHeader) and obj is not CommandHeader
-        }
-    ),
+    _all_header_classes(),
     key=lambda c: c.__name__,
 )
 
