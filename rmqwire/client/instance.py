@@ -38,8 +38,14 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from rmqwire.client.config import ClientConfig
-from rmqwire.client.route import RouteTable, TopicPublishInfo, default_route_for, route_changed
-from rmqwire.client.route import topic_route_to_publish_info, topic_route_to_subscribe_info
+from rmqwire.client.route import (
+    RouteTable,
+    TopicPublishInfo,
+    default_route_for,
+    route_changed,
+    topic_route_to_publish_info,
+    topic_route_to_subscribe_info,
+)
 from rmqwire.client.validators import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmqwire.codec.commands import Command, Response
 from rmqwire.codec.commands.heartbeat import (
@@ -50,8 +56,14 @@ from rmqwire.codec.commands.heartbeat import (
     UnregisterClient,
 )
 from rmqwire.codec.commands.route import GetRouteInfo, TopicRouteData
-from rmqwire.codec.commands.send import PushReplyMessageToClient, ReplyMessageRequestHeader
-from rmqwire.codec.commands.transaction import CheckTransactionState, CheckTransactionStateRequestHeader
+from rmqwire.codec.commands.send import (
+    PushReplyMessageToClient,
+    ReplyMessageRequestHeader,
+)
+from rmqwire.codec.commands.transaction import (
+    CheckTransactionState,
+    CheckTransactionStateRequestHeader,
+)
 from rmqwire.codec.ids import UniqueIdGenerator
 from rmqwire.codec.message import (
     MessageExt,

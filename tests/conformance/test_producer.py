@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from rmqwire import LocalTransactionState, Message, MessageQueue, Producer, SendStatus, TransactionProducer
+from rmqwire import (
+    LocalTransactionState,
+    Message,
+    MessageQueue,
+    Producer,
+    SendStatus,
+    TransactionProducer,
+)
 from rmqwire.codec.codes import SerializeType
 from rmqwire.codec.commands.offset import GetMaxOffset
 from rmqwire.codec.message import decode_messages
@@ -376,7 +383,7 @@ def test_failover_when_a_broker_dies_mid_loop(two_brokers: Any) -> None:
                 try:
                     r = p.send(Message(topic, f"m{i}".encode()))
                     acked.append((r.message_queue.broker_name, r.msg_id))
-                except Exception as e:  # noqa: BLE001 - collected and asserted below
+                except Exception as e:
                     errors.append(e)
                 if i == 100:
                     killed.wait(60)

@@ -23,11 +23,18 @@ from twisted.internet.defer import Deferred
 
 from rmqwire.client import blocking as _facade
 from rmqwire.client.instance import ClientManager
-from rmqwire.client.message import LocalTransactionState, SendResult, SendStatus, TransactionSendResult
+from rmqwire.client.message import (
+    LocalTransactionState,
+    SendResult,
+    SendStatus,
+    TransactionSendResult,
+)
 from rmqwire.client.producer.producer import Producer as _CoreProducer
 from rmqwire.client.producer.producer import split_options
 from rmqwire.client.producer.selector import MessageQueueSelector
-from rmqwire.client.producer.transaction import TransactionProducer as _CoreTransactionProducer
+from rmqwire.client.producer.transaction import (
+    TransactionProducer as _CoreTransactionProducer,
+)
 from rmqwire.codec.message import Message, MessageExt
 from rmqwire.errors import MQClientError, RemotingTooManyRequestsError
 from rmqwire.model import MessageQueue

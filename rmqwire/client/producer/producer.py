@@ -36,8 +36,12 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from rmqwire.client.config import ClientConfig, with_namespace, without_namespace
-from rmqwire.client.config import RETRY_GROUP_TOPIC_PREFIX
+from rmqwire.client.config import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    ClientConfig,
+    with_namespace,
+    without_namespace,
+)
 from rmqwire.client.instance import ClientInstance, ClientManager, suggest_todo
 from rmqwire.client.message import (
     REPLY_MESSAGE_FLAG,
@@ -53,7 +57,6 @@ from rmqwire.client.producer.selector import (
 )
 from rmqwire.client.route import TopicPublishInfo
 from rmqwire.client.validators import (
-    CLIENT_INNER_PRODUCER_GROUP,
     check_message,
     check_producer_group,
 )
@@ -949,7 +952,3 @@ def _retarget(header: Any, mq: MessageQueue) -> Any:
         return dataclasses.replace(header, e=mq.queue_id, n=mq.broker_name)
     return dataclasses.replace(header, queue_id=mq.queue_id, bname=mq.broker_name)
 
-
-def message_queue_selector(fn: Callable[[Sequence[MessageQueue], Any, Any], MessageQueue]) -> MessageQueueSelector:
-    """Identity helper for type checkers: ``fn(queues, message, arg) -> MessageQueue``."""
-    return fn

@@ -22,7 +22,12 @@ from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from rmqwire.client.message import LocalTransactionState, SendResult, SendStatus, TransactionSendResult
+from rmqwire.client.message import (
+    LocalTransactionState,
+    SendResult,
+    SendStatus,
+    TransactionSendResult,
+)
 from rmqwire.client.producer.producer import Producer
 from rmqwire.client.validators import check_message
 from rmqwire.codec.commands.transaction import (

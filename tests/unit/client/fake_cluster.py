@@ -17,7 +17,12 @@ from twisted.test import iosim
 
 from rmqwire.codec.commands import Response
 from rmqwire.codec.commands.heartbeat import HeartBeat, HeartbeatData, UnregisterClient
-from rmqwire.codec.commands.route import BrokerData, GetRouteInfo, QueueData, TopicRouteData
+from rmqwire.codec.commands.route import (
+    BrokerData,
+    GetRouteInfo,
+    QueueData,
+    TopicRouteData,
+)
 from rmqwire.codec.commands.send import (
     SendBatchMessage,
     SendMessage,

@@ -436,3 +436,17 @@ def test_async_in_flight_cap_waits_then_times_out() -> None:
     for d in held:
         _t.failureResultOf(d, RemotingTimeoutError)
     assert p._async_tokens.tokens == 2  # every token came back
+
+
+def test_namespace_wraps_topic_and_group_as_java() -> None:
+    w = World()
+    w.add_topic("ns%T")
+    p = started(w, "pg", namespace="ns")
+    r = send(w, p.send(Message("T", b"x")))
+    (s,) = all_sends(w)
+    assert (s.header.a, s.header.b) == ("ns%pg", "ns%T")
+    assert decode_properties(s.header.i)["INSTANCE_ID"] == "ns"
+    assert r.message_queue.topic == "T" and w.namesrv.lookups == ["ns%T"]
+    r = send(w, p.send(Message("T", b"y"), queue=MessageQueue("T", "broker-a", 1)))
+    assert r.message_queue == MessageQueue("T", "broker-a", 1)
+    assert [h.producer_data_set[0].group_name for h in w.brokers["broker-a"].heartbeats] == ["ns%pg"]

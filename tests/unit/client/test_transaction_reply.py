@@ -15,7 +15,12 @@ from rmqwire.client.producer.transaction import TransactionProducer
 from rmqwire.codec.commands.send import PushReplyMessageToClient
 from rmqwire.codec.commands.transaction import CheckTransactionState
 from rmqwire.codec.ids import create_offset_msg_id
-from rmqwire.codec.message import MessageExt, decode_properties, encode_message, encode_properties
+from rmqwire.codec.message import (
+    MessageExt,
+    decode_properties,
+    encode_message,
+    encode_properties,
+)
 from rmqwire.errors import MQClientError, RequestTimeoutError
 
 _t = SynchronousTestCase()

@@ -6,7 +6,12 @@ import pytest
 
 from rmqwire.client.config import with_namespace, without_namespace
 from rmqwire.client.message import Message
-from rmqwire.client.validators import check_group, check_message, check_producer_group, check_topic
+from rmqwire.client.validators import (
+    check_group,
+    check_message,
+    check_producer_group,
+    check_topic,
+)
 from rmqwire.errors import MQClientError
 
 

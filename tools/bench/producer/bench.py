@@ -20,7 +20,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from tools.peers.java_producer import JavaProducerTool  # noqa: E402
-from tools.peers.topics import create_topic  # noqa: E402
+from tools.peers.java_producer import JavaProducerTool
+from tools.peers.topics import create_topic
 
 ROOT = Path(__file__).resolve().parents[3]
 

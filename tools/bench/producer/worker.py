@@ -22,10 +22,10 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from rmqwire import Message, Producer  # noqa: E402
-from twisted.python.failure import Failure  # noqa: E402
+from twisted.python.failure import Failure
 
-from rmqwire.client import blocking  # noqa: E402
+from rmqwire import Message, Producer
+from rmqwire.client import blocking
 
 
 def _summary(mode: str, threads: int, seconds: float, sent: int, lat: list[float], failed: int,
