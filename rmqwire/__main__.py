@@ -3,6 +3,11 @@
 - ``rmqwire namesrv [-c namesrv.properties] [-p]``: a NameServer (``mqnamesrv``'s options: ``-c``
   a properties file with the official keys, ``-p`` print the effective config and exit); it stops
   cleanly on SIGTERM / SIGINT.
+- ``rmqwire broker [-c broker.conf] [-p]``: a Broker (``mqbroker``'s options, the official keys);
+  it registers with ``namesrvAddr`` and stops cleanly (unregister, final flush) on SIGTERM / SIGINT.
+- ``rmqwire standalone [--namesrv-port N] [--broker-port N] [--store-dir D] [-c broker.conf]
+  [--namesrv-config namesrv.properties]``: a NameServer and a Broker in one process (127.0.0.1:9876
+  and :10911 by default, store in ~/.rmqwire/standalone/store); the main job (``scripts/run.sh``).
 - ``rmqwire demo``: builds the GET_ROUTEINFO_BY_TOPIC request a Java client sends, in both
   serialize types, and decodes it back.
 """
@@ -88,6 +93,99 @@ def namesrv(config_file: str | None, print_config: bool, log_level: str) -> int:
     return 0
 
 
+def _begin_logging(log_level: str) -> None:
+    from twisted.logger import (
+        FilteringLogObserver,
+        LogLevel,
+        LogLevelFilterPredicate,
+        globalLogBeginner,
+        textFileLogObserver,
+    )
+
+    predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.levelWithName(log_level))
+    globalLogBeginner.beginLoggingTo(
+        [FilteringLogObserver(textFileLogObserver(sys.stderr), [predicate])],
+        redirectStandardIO=False,
+    )
+
+
+def broker(config_file: str | None, print_config: bool, log_level: str) -> int:
+    """Run a Broker until SIGTERM / SIGINT (or print its config with ``-p``)."""
+    from rmqwire.server.broker import BrokerSettings
+
+    try:
+        settings = BrokerSettings.load(config_file)
+    except OSError as e:
+        print(f"cannot read {config_file}: {e}", file=sys.stderr)
+        return 255
+    except ValueError as e:
+        print(f"bad config in {config_file}: {e}", file=sys.stderr)
+        return 255
+    if config_file is not None:
+        print(f"load config properties file OK, {config_file}", flush=True)
+    if settings.ignored:
+        print(f"ignored config values that do not parse: {', '.join(settings.ignored)}",
+              file=sys.stderr)
+    if print_config:
+        settings.print_config(sys.stdout)
+        return 0
+
+    from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
+
+    from rmqwire.server.broker import Broker
+    from rmqwire.server.store import StoreLoadError
+
+    _begin_logging(log_level)
+    service = Broker(reactor, settings)
+    try:
+        service.startService()
+    except (CannotListenError, StoreLoadError, OSError) as e:
+        print(f"the broker did not start: {e}", file=sys.stderr)
+        return 1
+    print(f"The broker[{settings.broker.broker_name}, {service.address}] boot success. "
+          f"serializeType=JSON and name server is {settings.broker.namesrv_addr}", flush=True)
+    print(f"store: {settings.store.store_path_root_dir}", flush=True)
+    reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+    reactor.run()
+    return 0
+
+
+def standalone(args: argparse.Namespace) -> int:
+    """A NameServer and a Broker in one process, until SIGTERM / SIGINT."""
+    from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
+
+    from rmqwire.server.namesrv import KVConfigError
+    from rmqwire.server.standalone import Standalone, StandaloneOptions
+    from rmqwire.server.store import StoreLoadError
+
+    options = StandaloneOptions(
+        namesrv_port=args.namesrv_port, broker_port=args.broker_port, store_dir=args.store_dir,
+        broker_config=args.config_file, namesrv_config=args.namesrv_config,
+    )
+    try:
+        service = Standalone(reactor, options)
+    except (OSError, ValueError) as e:
+        print(f"cannot read the configuration: {e}", file=sys.stderr)
+        return 255
+    _begin_logging(args.log_level)
+    try:
+        service.startService()
+    except (CannotListenError, StoreLoadError, KVConfigError, OSError) as e:
+        print(f"rmqwire standalone did not start: {e}", file=sys.stderr)
+        return 1
+    b = service.broker
+    print(f"The Name Server boot success. serializeType=JSON, address {service.namesrv_addr}", flush=True)
+    print(f"The broker[{b.settings.broker.broker_name}, {b.address}] boot success. serializeType=JSON "
+          f"and name server is {service.namesrv_addr}", flush=True)
+    print(f"rmqwire standalone: NameServer {service.namesrv_addr}, broker {b.address} "
+          f"(cluster {b.settings.broker.broker_cluster_name}), store {service.store_dir}", flush=True)
+    reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+    reactor.run()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["admin"]:  # ``python -m rmqwire admin ...`` is ``rmqadmin ...``
@@ -105,7 +203,29 @@ def main(argv: list[str] | None = None) -> int:
                       help="print all config items and exit")
     p_ns.add_argument("--log-level", default="info",
                       choices=["debug", "info", "warn", "error", "critical"])
+    p_broker = sub.add_parser("broker", help="run a Broker (mqbroker)")
+    p_broker.add_argument("-c", "--configFile", dest="config_file",
+                          help="Broker config properties file (the official keys)")
+    p_broker.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
+                          help="print all config items and exit")
+    p_broker.add_argument("--log-level", default="info",
+                          choices=["debug", "info", "warn", "error", "critical"])
+    p_sa = sub.add_parser("standalone", help="run a NameServer and a Broker in one process")
+    p_sa.add_argument("--namesrv-port", type=int, default=None,
+                      help="NameServer port (default 9876; 0: any free)")
+    p_sa.add_argument("--broker-port", type=int, default=None,
+                      help="Broker port (default 10911; its fast port is this - 2; 0: any free pair)")
+    p_sa.add_argument("--store-dir", default=None,
+                      help="store directory (default ~/.rmqwire/standalone/store)")
+    p_sa.add_argument("-c", "--configFile", dest="config_file", help="broker.conf (official keys)")
+    p_sa.add_argument("--namesrv-config", default=None, help="namesrv.properties (official keys)")
+    p_sa.add_argument("--log-level", default="info",
+                      choices=["debug", "info", "warn", "error", "critical"])
     args = parser.parse_args(argv)
+    if args.command == "broker":
+        return broker(args.config_file, args.print_config, args.log_level)
+    if args.command == "standalone":
+        return standalone(args)
     if args.command == "namesrv":
         return namesrv(args.config_file, args.print_config, args.log_level)
     return demo(getattr(args, "topic", "TopicTest"))

@@ -1,0 +1,345 @@
+"""The broker's administrative codes (Java ``AdminBrokerProcessor``, the default processor) and
+VIEW_MESSAGE_BY_ID (``QueryMessageProcessor``).
+
+Topics and groups: UPDATE_AND_CREATE_TOPIC (re-registered with the NameServers before the answer
+goes out, as Java's synchronous registration does), DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG,
+GET_TOPIC_STATS_INFO, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+DELETE_SUBSCRIPTIONGROUP. Offsets: GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME,
+SEARCH_OFFSET_BY_TIMESTAMP, GET_ALL_CONSUMER_OFFSET, GET_CONSUME_STATS. The broker itself:
+GET_BROKER_RUNTIME_INFO (Java's keys), GET_BROKER_CONFIG, and UPDATE_BROKER_CONFIG, refused
+unless ``enableUpdateBrokerConfig`` is set (CVE-2023-33246). Connections:
+GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from twisted.logger import Logger
+
+from rmqwire.codec import fastjson
+from rmqwire.codec.codes import LanguageCode, ResponseCode
+from rmqwire.codec.commands.admin import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    DeleteSubscriptionGroup,
+    DeleteSubscriptionGroupRequestHeader,
+    GetAllSubscriptionGroupConfig,
+    GetBrokerConfig,
+    GetBrokerConfigResponseHeader,
+    GetBrokerRuntimeInfo,
+    GetConsumerConnectionList,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStats,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionList,
+    GetProducerConnectionListRequestHeader,
+    OffsetWrapper,
+    ProducerConnection,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    UpdateAndCreateSubscriptionGroup,
+    UpdateBrokerConfig,
+)
+from rmqwire.codec.commands.base import Response
+from rmqwire.codec.commands.namesrv import KVTable
+from rmqwire.codec.commands.offset import (
+    ConsumerOffsetSerializeWrapper,
+    GetAllConsumerOffset,
+    GetEarliestMsgStoretime,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffset,
+    GetMaxOffsetResponseHeader,
+    GetMinOffset,
+    GetMinOffsetResponseHeader,
+    SearchOffsetByTimestamp,
+    SearchOffsetResponseHeader,
+)
+from rmqwire.codec.commands.query import ViewMessageById, ViewMessageRequestHeader
+from rmqwire.codec.commands.topic import (
+    CreateTopicRequestHeader,
+    DeleteTopicInBroker,
+    DeleteTopicRequestHeader,
+    GetAllTopicConfig,
+    GetTopicStatsInfo,
+    GetTopicStatsInfoRequestHeader,
+    TopicOffset,
+    TopicStatsTable,
+    UpdateAndCreateTopic,
+)
+from rmqwire.codec.header import BoundaryType as WireBoundaryType
+from rmqwire.errors import CodecError, for_code
+from rmqwire.model import MessageQueue, TopicFilterType
+from rmqwire.remoting.dispatcher import Processor, RequestContext
+from rmqwire.server.broker.config import UPDATABLE_KEYS
+from rmqwire.server.broker.topic_config import new_topic_config, validate_topic
+from rmqwire.server.namesrv.config import parse_properties
+from rmqwire.server.store import BoundaryType
+
+if TYPE_CHECKING:
+    from rmqwire.server.broker.controller import Broker
+
+__all__ = ["AdminBrokerProcessor", "parse_attributes"]
+
+
+def parse_attributes(text: str | None) -> dict[str, str]:
+    """Java ``AttributeParser.parseToMap``: ``+k=v,+k2=v2`` (``-k`` deletes); empty -> {}."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for kv in text.split(","):
+        if not kv:
+            continue
+        if kv.startswith("+"):
+            key, sep, value = kv.partition("=")
+            if not sep or len(key) <= 1 or not value:
+                raise ValueError(f"attribute format is not correct: {kv}")
+            out[key] = value
+        elif kv.startswith("-"):
+            if len(kv) <= 1 or "=" in kv:
+                raise ValueError(f"attribute format is not correct: {kv}")
+            out[kv] = ""
+        else:
+            raise ValueError(f"attribute format is not correct: {kv}")
+    return out
+
+
+class AdminBrokerProcessor(Processor):
+    log = Logger()
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # ---- topics ----------------------------------------------------------------------------------
+
+    @UpdateAndCreateTopic.responder
+    def update_and_create_topic(self, header: CreateTopicRequestHeader, body: Any, context: RequestContext) -> Any:
+        broker = self.broker
+        topic = header.topic
+        self.log.info("Broker receive request to update or create topic={t}, caller address={p}",
+                      t=topic, p=context.peer)
+        invalid = validate_topic(topic)
+        if invalid is not None:
+            raise for_code(ResponseCode.INVALID_PARAMETER, invalid)
+        assert topic is not None
+        if broker.settings.broker.validate_system_topic_when_update_topic and \
+                broker.topic_config_manager.is_system_topic(topic):
+            raise for_code(ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
+        try:
+            attributes = parse_attributes(header.attributes)
+        except ValueError as e:
+            raise for_code(ResponseCode.SYSTEM_ERROR, str(e)) from None
+        ftype = TopicFilterType.__members__.get(header.topic_filter_type or "SINGLE_TAG", TopicFilterType.SINGLE_TAG)
+        cfg = new_topic_config(
+            topic, header.read_queue_nums or 0, header.write_queue_nums or 0,
+            header.perm if header.perm is not None else 6, ftype, header.topic_sys_flag or 0,
+            bool(header.order), {k.lstrip("+"): v for k, v in attributes.items() if k.startswith("+")},
+        )
+        if not broker.topic_config_manager.update(cfg):
+            return Response()
+        d = broker.register_incremental([cfg])
+        return d.addCallback(lambda _: Response())
+
+    @DeleteTopicInBroker.responder
+    def delete_topic(self, header: DeleteTopicRequestHeader, body: Any, context: RequestContext) -> Any:
+        broker = self.broker
+        topic = header.topic
+        if topic is None or not topic.strip():
+            raise for_code(ResponseCode.INVALID_PARAMETER, "The specified topic is blank.")
+        if broker.settings.broker.validate_system_topic_when_update_topic and \
+                broker.topic_config_manager.is_system_topic(topic):
+            raise for_code(ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
+        broker.delete_topic(topic)
+        return Response()
+
+    @GetAllTopicConfig.responder
+    def get_all_topic_config(self, header: Any, body: Any, context: RequestContext) -> Any:
+        return self.broker.topic_config_manager.serialize_wrapper_all()
+
+    @GetTopicStatsInfo.responder
+    def get_topic_stats_info(self, header: GetTopicStatsInfoRequestHeader, body: Any, context: RequestContext) -> Any:
+        broker = self.broker
+        topic = header.topic
+        cfg = broker.topic_config_manager.select(topic)
+        if cfg is None or topic is None:
+            raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = broker.store
+        table = TopicStatsTable()
+        for queue_id in range(max(cfg.write_queue_nums, cfg.read_queue_nums)):
+            mq = MessageQueue(topic, broker.settings.broker.broker_name, queue_id)
+            lo = max(0, store.get_min_offset_in_queue(topic, queue_id))
+            hi = max(0, store.get_max_offset_in_queue(topic, queue_id))
+            ts = store.get_message_store_timestamp(topic, queue_id, hi - 1) if hi > 0 else 0
+            table.offset_table[mq] = TopicOffset(min_offset=lo, max_offset=hi, last_update_timestamp=max(ts, 0))
+        return table
+
+    # ---- subscription groups ---------------------------------------------------------------------
+
+    @UpdateAndCreateSubscriptionGroup.responder
+    def update_and_create_subscription_group(self, header: Any, body: SubscriptionGroupConfig | None,
+                                             context: RequestContext) -> Any:
+        if body is not None:
+            try:
+                self.broker.subscription_group_manager.update(body)
+            except ValueError as e:
+                raise for_code(ResponseCode.INVALID_PARAMETER, str(e)) from None
+        return Response()
+
+    @GetAllSubscriptionGroupConfig.responder
+    def get_all_subscription_group(self, header: Any, body: Any, context: RequestContext) -> Any:
+        sgm = self.broker.subscription_group_manager
+        return SubscriptionGroupWrapper(subscription_group_table=dict(sgm.table), data_version=sgm.data_version)
+
+    @DeleteSubscriptionGroup.responder
+    def delete_subscription_group(self, header: DeleteSubscriptionGroupRequestHeader, body: Any,
+                                  context: RequestContext) -> Any:
+        group = header.group_name or ""
+        self.broker.subscription_group_manager.delete(group)
+        if header.clean_offset:
+            self.broker.consumer_offset_manager.remove_offset(group)
+        return Response()
+
+    # ---- offsets ---------------------------------------------------------------------------------
+
+    @GetMaxOffset.responder
+    def get_max_offset(self, header: Any, body: Any, context: RequestContext) -> Any:
+        offset = self.broker.store.get_max_offset_in_queue(header.topic or "", header.queue_id or 0)
+        return GetMaxOffsetResponseHeader(offset=offset)
+
+    @GetMinOffset.responder
+    def get_min_offset(self, header: Any, body: Any, context: RequestContext) -> Any:
+        offset = self.broker.store.get_min_offset_in_queue(header.topic or "", header.queue_id or 0)
+        return GetMinOffsetResponseHeader(offset=offset)
+
+    @GetEarliestMsgStoretime.responder
+    def get_earliest_msg_storetime(self, header: Any, body: Any, context: RequestContext) -> Any:
+        ts = self.broker.store.get_earliest_message_time(header.topic or "", header.queue_id or 0)
+        return GetEarliestMsgStoretimeResponseHeader(timestamp=ts)
+
+    @SearchOffsetByTimestamp.responder
+    def search_offset_by_timestamp(self, header: Any, body: Any, context: RequestContext) -> Any:
+        boundary = BoundaryType.UPPER if header.boundary_type is WireBoundaryType.UPPER else BoundaryType.LOWER
+        offset = self.broker.store.get_offset_in_queue_by_time(
+            header.topic or "", header.queue_id or 0, header.timestamp or 0, boundary)
+        return SearchOffsetResponseHeader(offset=offset)
+
+    @GetAllConsumerOffset.responder
+    def get_all_consumer_offset(self, header: Any, body: Any, context: RequestContext) -> Any:
+        com = self.broker.consumer_offset_manager
+        return ConsumerOffsetSerializeWrapper(
+            offset_table={k: dict(v) for k, v in com.offset_table.items()}, data_version=com.data_version)
+
+    @GetConsumeStats.responder
+    def get_consume_stats(self, header: GetConsumeStatsRequestHeader, body: Any, context: RequestContext) -> Any:
+        broker = self.broker
+        group = header.consumer_group or ""
+        topics: list[str]
+        if header.topic_list:
+            topics = [t for t in header.topic_list.split(";") if t]
+        elif header.topic:
+            topics = [header.topic]
+        else:
+            topics = sorted(broker.consumer_offset_manager.which_topic_by_consumer(group))
+        stats = ConsumeStats()
+        store = broker.store
+        for topic in topics:
+            cfg = broker.topic_config_manager.select(topic)
+            if cfg is None:
+                continue
+            if broker.consumer_manager.find_subscription(group, topic) is None and \
+                    broker.consumer_manager.get(group) is not None and not header.topic:
+                continue
+            for queue_id in range(cfg.read_queue_nums):
+                mq = MessageQueue(topic, broker.settings.broker.broker_name, queue_id)
+                max_offset = max(0, store.get_max_offset_in_queue(topic, queue_id))
+                consumer_offset = broker.consumer_offset_manager.query_offset(group, topic, queue_id)
+                pull_offset = broker.consumer_offset_manager.query_pull_offset(group, topic, queue_id)
+                consumer_offset = max(consumer_offset, 0)
+                last_ts = 0
+                if consumer_offset > 0:
+                    last_ts = max(0, store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
+                stats.offset_table[mq] = OffsetWrapper(
+                    broker_offset=max_offset, consumer_offset=consumer_offset,
+                    pull_offset=max(pull_offset, 0), last_timestamp=last_ts)
+        return stats
+
+    # ---- the broker itself -----------------------------------------------------------------------
+
+    @GetBrokerRuntimeInfo.responder
+    def get_broker_runtime_info(self, header: Any, body: Any, context: RequestContext) -> Any:
+        return KVTable(table=self.broker.runtime_info())
+
+    @GetBrokerConfig.responder
+    def get_broker_config(self, header: Any, body: Any, context: RequestContext) -> Any:
+        broker = self.broker
+        version = fastjson.dumps(broker.config_data_version.to_fastjson(), standard=False)
+        return Response(header=GetBrokerConfigResponseHeader(version=version),
+                        body=broker.settings.all_configs_text().encode("utf-8", "replace"))
+
+    @UpdateBrokerConfig.responder
+    def update_broker_config(self, header: Any, body: bytes | None, context: RequestContext) -> Any:
+        broker = self.broker
+        self.log.info("Broker receive request to update config, caller address={p}", p=context.peer)
+        if not broker.settings.broker.enable_update_broker_config:
+            raise for_code(ResponseCode.NO_PERMISSION,
+                           "updating the broker config is disabled (enableUpdateBrokerConfig=false)")
+        if body is None:
+            return Response()
+        try:
+            props = parse_properties(body.decode("utf-8"))
+        except (UnicodeDecodeError, CodecError):
+            raise for_code(ResponseCode.SYSTEM_ERROR, "string2Properties error") from None
+        if set(props) & broker.settings.black_list():
+            raise for_code(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        refused = sorted(set(props) - UPDATABLE_KEYS)
+        if refused:
+            raise for_code(ResponseCode.NO_PERMISSION, f"these config keys cannot be updated: {', '.join(refused)}")
+        broker.update_config(props)
+        return Response()
+
+    # ---- connections -----------------------------------------------------------------------------
+
+    @GetConsumerConnectionList.responder
+    def get_consumer_connection_list(self, header: GetConsumerConnectionListRequestHeader, body: Any,
+                                     context: RequestContext) -> Any:
+        group = header.consumer_group
+        info = self.broker.consumer_manager.get(group)
+        if info is None:
+            raise for_code(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        conn = ConsumerConnection(
+            connection_set=[_connection(c) for c in info.channel_info_table.values()],
+            subscription_table=dict(info.subscription_table),
+            consume_type=info.consume_type, message_model=info.message_model,
+            consume_from_where=info.consume_from_where,
+        )
+        return conn
+
+    @GetProducerConnectionList.responder
+    def get_producer_connection_list(self, header: GetProducerConnectionListRequestHeader, body: Any,
+                                     context: RequestContext) -> Any:
+        group = header.producer_group or ""
+        conns = self.broker.producer_manager.group_connections(group)
+        if not conns:
+            raise for_code(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return ProducerConnection(connection_set=[_connection(c) for c in conns]).encode()
+
+    # ---- messages --------------------------------------------------------------------------------
+
+    @ViewMessageById.responder
+    def view_message_by_id(self, header: ViewMessageRequestHeader, body: Any, context: RequestContext) -> Any:
+        offset = header.offset
+        record = self.broker.store.select_one_message_by_offset(offset) if offset is not None and offset >= 0 else None
+        if record is None:
+            raise for_code(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return Response(body=record)
+
+
+def _connection(info: Any) -> Connection:
+    lang = info.language
+    try:
+        lang = LanguageCode(lang)
+    except ValueError:
+        lang = LanguageCode.OTHER
+    return Connection(client_id=info.client_id, client_addr=info.addr, language=lang, version=info.version)
+

@@ -1,0 +1,342 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (Java ``SendMessageProcessor``).
+
+The path of the official broker: ``msgCheck`` (broker and topic permissions, topic name, system
+topics, auto-creation from the request's default topic (TBW102) or a retry topic, queue id), a
+random write queue for ``queueId < 0``, the retry/DLQ diversion of ``%RETRY%`` sends, a UNIQ_KEY
+stamped when the client sent none, the CLUSTER property, transactional half messages, then the
+store and the mapping of its result onto a response code. Every answer carries the MSG_REGION and
+TRACE_ON ext fields, as Java's ``preSend`` adds them before anything else.
+
+A SYNC_FLUSH put completes in the store's flush thread; the answer goes out from the reactor
+once the flush covered it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import random
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
+from rmqwire.codec.codes import ResponseCode
+from rmqwire.codec.commands.base import Response
+from rmqwire.codec.commands.send import (
+    SendBatchMessage,
+    SendMessage,
+    SendMessageRequestHeader,
+    SendMessageV2,
+)
+from rmqwire.codec.message import (
+    MessageExt,
+    PropertyKey,
+    decode_properties,
+    java_hashmap_order,
+)
+from rmqwire.model import PermName, TopicFilterType
+from rmqwire.remoting.dispatcher import Processor, RequestContext
+from rmqwire.server.broker.topic_config import (
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_PREFIX,
+    TRANS_HALF_TOPIC,
+    validate_topic,
+)
+from rmqwire.server.store import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmqwire.server.broker.controller import Broker
+
+__all__ = ["SendMessageProcessor", "peer_host"]
+
+#: Java ``FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)`` / ``SUBSCRIPTION_GROUP_NOT_EXIST``.
+APPLY_TOPIC_TIP = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+#: MixAll.DLQ_NUMS_PER_GROUP
+DLQ_NUMS_PER_GROUP = 1
+#: MessageSysFlag.MULTI_TAGS_FLAG
+MULTI_TAGS_FLAG = 0x1 << 1
+_TRAN_MASK = 0xC
+#: MQVersion.Version.V3_4_9 ordinal (maxReconsumeTimes in the header counts from there)
+_V3_4_9 = 89
+
+_FAILED_REMARKS: dict[PutMessageStatus, tuple[int, str | None]] = {
+    PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough"),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: (
+        ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+    PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED: (
+        ResponseCode.SYSTEM_ERROR,
+        "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq "
+        "consumeQueue num exceed maxLmqConsumeQueueNum config num, default limit 2w."),
+}
+_OK_CODES = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+
+def peer_host(peer: str) -> tuple[str, int]:
+    """``host:port`` / ``[v6]:port`` of a channel as the (ip, port) a record stores."""
+    host, _, port = peer.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        return host or "0.0.0.0", int(port)
+    except ValueError:
+        return "0.0.0.0", 0
+
+
+class _Refused(Exception):
+    """An answer other than success, with its code and remark."""
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendMessageProcessor(Processor):
+    log = Logger()
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._random = random.Random()
+        self._ext: dict[str, str] = {}
+        self.refresh_ext_fields()
+
+    def refresh_ext_fields(self) -> None:
+        b = self.broker.settings.broker
+        self._ext = {PropertyKey.MSG_REGION: b.region_id,
+                     PropertyKey.TRACE_SWITCH: "true" if b.trace_on else "false"}
+
+    # ---- responders ------------------------------------------------------------------------------
+
+    @SendMessage.responder
+    def send_message(self, header: SendMessageRequestHeader, body: bytes | None,
+                     context: RequestContext) -> Any:
+        return self._process(header, body, context, batch=bool(header.batch))
+
+    @SendMessageV2.responder
+    @SendBatchMessage.responder
+    def send_message_v2(self, header: Any, body: bytes | None, context: RequestContext) -> Any:
+        v1 = header.to_v1()
+        batch = context.request is not None and context.request.code == SendBatchMessage.code
+        return self._process(v1, body, context, batch=batch or bool(v1.batch))
+
+    # ---- the send path ---------------------------------------------------------------------------
+
+    def _refusal(self, code: int, remark: str | None) -> Response[Any, Any]:
+        return Response(header=dict(self._ext), code=code, remark=remark)
+
+    def _process(self, h: SendMessageRequestHeader, body: bytes | None, context: RequestContext,
+                 *, batch: bool) -> Any:
+        broker = self.broker
+        start = broker.settings.broker.start_accept_send_request_time_stamp
+        if start and broker.now_ms() < start:
+            return self._refusal(ResponseCode.SYSTEM_ERROR, "broker unable to service, until "
+                                 f"{start}")
+        try:
+            topic_config = self._msg_check(h, context)
+            if batch:
+                msg = self._batch_message(h, body, context, topic_config)
+                future = broker.store.async_put_messages(msg)
+            else:
+                msg = self._single_message(h, body, context, topic_config)
+                future = broker.store.async_put_message(msg)
+        except _Refused as r:
+            return self._refusal(r.code, r.remark)
+        if future.done():
+            return self._answer(future.result(), msg)
+        d: Deferred[Any] = Deferred()
+        reactor = broker.reactor
+
+        def done(f: concurrent.futures.Future[PutMessageResult]) -> None:
+            try:
+                result = f.result()
+            except Exception:  # the store's futures carry results, not errors; be safe
+                result = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
+            reactor.callFromThread(lambda: d.callback(self._answer(result, msg)))
+
+        future.add_done_callback(done)
+        return d
+
+    def _msg_check(self, h: SendMessageRequestHeader, context: RequestContext) -> Any:
+        broker = self.broker
+        topics = broker.topic_config_manager
+        topic = h.topic
+        bperm = broker.settings.broker.broker_permission
+        if not bperm & PermName.PERM_WRITE and topics.is_order_topic(topic):
+            raise _Refused(ResponseCode.NO_PERMISSION,
+                           f"the broker[{broker.settings.broker.broker_ip1}] sending message is forbidden")
+        invalid = validate_topic(topic)
+        if invalid is not None:
+            raise _Refused(ResponseCode.INVALID_PARAMETER, invalid)
+        assert topic is not None
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise _Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        cfg = topics.select(topic)
+        if cfg is None:
+            sys_flag = 0
+            if h.unit_mode:
+                sys_flag = 0x2 if topic.startswith(RETRY_PREFIX) else 0x1
+            self.log.warn("the topic {t} not exist, producer: {p}", t=topic, p=context.peer)
+            cfg = topics.create_in_send(topic, h.default_topic, context.peer, h.default_topic_queue_nums,
+                                        sys_flag)
+            if cfg is None and topic.startswith(RETRY_PREFIX):
+                cfg = topics.create_in_send_back(topic, 1, int(PermName.PERM_READ | PermName.PERM_WRITE),
+                                                 topic_sys_flag=sys_flag)
+            if cfg is None:
+                raise _Refused(ResponseCode.TOPIC_NOT_EXIST,
+                               f"topic[{topic}] not exist, apply first please!{APPLY_TOPIC_TIP}")
+        queue_id = h.queue_id if h.queue_id is not None else 0
+        valid = max(cfg.write_queue_nums, cfg.read_queue_nums)
+        if queue_id >= valid:
+            raise _Refused(ResponseCode.INVALID_PARAMETER,
+                           f"request queueId[{queue_id}] is illegal, {_topic_config_str(cfg)} "
+                           f"Producer: {context.peer}")
+        return cfg
+
+    def _queue_id(self, h: SendMessageRequestHeader, cfg: Any) -> int:
+        queue_id = h.queue_id if h.queue_id is not None else 0
+        if queue_id < 0:
+            nums = cfg.write_queue_nums
+            queue_id = self._random.randrange(99_999_999) % nums if nums > 0 else 0
+        return queue_id
+
+    def _base_message(self, h: SendMessageRequestHeader, body: bytes | None, context: RequestContext,
+                      cfg: Any, properties: dict[str, str]) -> MessageExt:
+        sys_flag = h.sys_flag or 0
+        if cfg.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= MULTI_TAGS_FLAG
+        return MessageExt(
+            topic=h.topic or "",
+            body=body if body is not None else None,  # type: ignore[arg-type]
+            flag=h.flag or 0,
+            properties=properties,
+            queue_id=self._queue_id(h, cfg),
+            sys_flag=sys_flag,
+            born_timestamp=h.born_timestamp or 0,
+            born_host=peer_host(context.peer),
+            store_host=self.broker.store_host,
+            reconsume_times=h.reconsume_times or 0,
+        )
+
+    def _single_message(self, h: SendMessageRequestHeader, body: bytes | None, context: RequestContext,
+                        cfg: Any) -> MessageExt:
+        props = decode_properties(h.properties)
+        props.pop(PropertyKey.POP_CK, None)  # clearReservedProperties
+        msg = self._base_message(h, body, context, cfg, props)
+        self._retry_and_dlq(h, msg, context)
+        if not props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
+            props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.broker.next_uniq_id()
+        props[PropertyKey.CLUSTER] = self.broker.settings.broker.broker_cluster_name
+        prepared = (props.get(PropertyKey.TRANSACTION_PREPARED, "").lower() == "true"
+                    and not (msg.reconsume_times > 0 and msg.delay_time_level > 0))
+        if prepared:
+            if self.broker.settings.broker.reject_transaction_message:
+                raise _Refused(ResponseCode.NO_PERMISSION,
+                               f"the broker[{self.broker.settings.broker.broker_ip1}] sending transaction "
+                               "message is forbidden")
+            self._to_half_message(msg)
+        msg.properties = java_hashmap_order(msg.properties, 128)
+        return msg
+
+    def _to_half_message(self, msg: MessageExt) -> None:
+        """Java ``TransactionalMessageBridge.parseHalfMessageInner``: a prepared message is stored
+        in the half topic, its real topic and queue kept in properties."""
+        props = msg.properties
+        props[PropertyKey.REAL_TOPIC] = msg.topic
+        props[PropertyKey.REAL_QUEUE_ID] = str(msg.queue_id)
+        props[PropertyKey.TRANSACTION_ID] = props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        msg.sys_flag &= ~_TRAN_MASK
+        msg.topic = TRANS_HALF_TOPIC
+        msg.queue_id = 0
+
+    def _retry_and_dlq(self, h: SendMessageRequestHeader, msg: MessageExt, context: RequestContext) -> None:
+        """Java ``handleRetryAndDLQ``: a send to ``%RETRY%group`` past the group's retry budget
+        goes to ``%DLQ%group``."""
+        topic = h.topic or ""
+        if not topic.startswith(RETRY_PREFIX):
+            return
+        group = topic[len(RETRY_PREFIX):]
+        sub = self.broker.subscription_group_manager.find(group)
+        if sub is None:
+            raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                           f"subscription group not exist, {group} {APPLY_TOPIC_TIP}")
+        max_times = sub.retry_max_times
+        version = context.request.version if context.request is not None else 0
+        if version >= _V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        if (h.reconsume_times or 0) > max_times:
+            # Java's msg.setDelayTimeLevel(0) is overwritten by the properties set afterwards:
+            # the DLQ record keeps DELAY=-1.
+            msg.properties[PropertyKey.DELAY_TIME_LEVEL] = "-1"
+            dlq = DLQ_PREFIX + group
+            cfg = self.broker.topic_config_manager.create_in_send_back(
+                dlq, DLQ_NUMS_PER_GROUP, int(PermName.PERM_READ | PermName.PERM_WRITE))
+            if cfg is None:
+                raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
+            msg.topic = dlq
+            msg.queue_id = self._random.randrange(99_999_999) % DLQ_NUMS_PER_GROUP
+
+    def _batch_message(self, h: SendMessageRequestHeader, body: bytes | None, context: RequestContext,
+                       cfg: Any) -> MessageExt:
+        topic = h.topic or ""
+        if len(topic) > 127:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(topic)}")
+        if topic.startswith(RETRY_PREFIX):
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
+        props = decode_properties(h.properties)
+        props.pop(PropertyKey.POP_CK, None)
+        props[PropertyKey.CLUSTER] = self.broker.settings.broker.broker_cluster_name
+        return self._base_message(h, body, context, cfg, java_hashmap_order(props, 128))
+
+    # ---- the answer ------------------------------------------------------------------------------
+
+    def _answer(self, result: PutMessageResult, msg: MessageExt) -> Response[Any, Any]:
+        status = result.status
+        code = _OK_CODES.get(status)
+        if code is None:
+            if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+                return self._refusal(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    "the message is illegal, maybe msg body or properties length not matched. msg body "
+                    f"length limit {self.broker.settings.store.max_message_size}B, msg properties "
+                    "length limit 32KB.")
+            if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+                return self._refusal(
+                    ResponseCode.SERVICE_NOT_AVAILABLE,
+                    "service not available now. It may be caused by one of the following reasons: the "
+                    f"broker's disk is full [{self.broker.disk_util()}], messages are put to the slave, "
+                    "message store has been shut down, etc.")
+            code, remark = _FAILED_REMARKS.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+            return self._refusal(code, remark)
+        append = result.append_result
+        assert append is not None
+        self.broker.stats.on_put(msg.topic, append.msg_num, append.wrote_bytes)
+        header = dict(self._ext)
+        header["msgId"] = append.msg_id
+        header["queueId"] = str(msg.queue_id)
+        header["queueOffset"] = str(append.logics_offset)
+        uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq is not None:
+            header["transactionId"] = uniq
+        return Response(header=header, code=code)
+
+
+def _topic_config_str(cfg: Any) -> str:
+    """Java ``TopicConfig.toString``."""
+    ftype = cfg.topic_filter_type.name if cfg.topic_filter_type is not None else "null"
+    return (f"TopicConfig [topicName={cfg.topic_name}, readQueueNums={cfg.read_queue_nums}, "
+            f"writeQueueNums={cfg.write_queue_nums}, perm={_perm_str(cfg.perm)}, "
+            f"topicFilterType={ftype}, topicSysFlag={cfg.topic_sys_flag}, order={str(cfg.order).lower()}, "
+            f"attributes={cfg.attributes or {}}]")
+
+
+def _perm_str(perm: int) -> str:
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
