@@ -103,9 +103,16 @@ def main(argv: list[str] | None = None) -> int:
                 if a.only and name not in a.only:
                     continue
                 load0 = os.getloadavg()
-                ours = run_rmqwire(namesrv, topic, mode, threads, a.seconds, core, a.inflight)
-                java = run_java(tool, topic, JAVA_MODE.get(mode, mode), threads, a.seconds, core,
-                                a.inflight)
+                try:
+                    ours = run_rmqwire(namesrv, topic, mode, threads, a.seconds, core, a.inflight)
+                    java = run_java(tool, topic, JAVA_MODE.get(mode, mode), threads, a.seconds, core,
+                                    a.inflight)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    # one broken run (an overloaded shared machine) must not lose the others
+                    rows.append({"scenario": name, "error": str(e)[:500]})
+                    if not a.json:
+                        print(f"{name:<11} FAILED: {str(e)[:300]}", flush=True)
+                    continue
                 rows.append({"scenario": name, "rmqwire": ours, "java": java,
                              "ratio": ours["tps"] / java["tps"] if java["tps"] else None,
                              "load_before": load0, "load_after": os.getloadavg()})
