@@ -25,6 +25,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from rmqwire.codec.commands.namesrv import NotifyMinBrokerIdChange
+from rmqwire.codec.commands.route import GetRouteInfo
 from rmqwire.remoting.client import RemotingClient
 from rmqwire.remoting.config import JAVA_SERVER_CONFIG, RemotingConfig
 from rmqwire.remoting.server import RemotingServer
@@ -78,6 +79,12 @@ class NameServer(Service):
             port=server_cfg.listen_port if port is None else port,
             interface=server_cfg.bind_address if interface is None else interface,
         )
+        # Route lookups answered from the cache skip the typed layer (the typed responder stays
+        # the reference and answers every other case).
+        dispatcher = self.server.dispatcher
+        typed = dispatcher.handler_for(GetRouteInfo.code)
+        assert typed is not None
+        dispatcher.register(GetRouteInfo.code, self.client_processor.cached_route_handler(typed))
         self._watched: set[Any] = set()
         self._scan: LoopingCall | None = None
         self._notifier: RemotingClient | None = None

@@ -15,7 +15,8 @@ from typing import Any
 
 from twisted.logger import Logger
 
-from rmqwire.codec.codes import ResponseCode
+from rmqwire.codec import RemotingCommand, fastjson
+from rmqwire.codec.codes import LanguageCode, ResponseCode
 from rmqwire.codec.commands.base import Response
 from rmqwire.codec.commands.namesrv import (
     AddWritePermOfBroker,
@@ -48,11 +49,11 @@ from rmqwire.codec.commands.namesrv import (
     WipeWritePermOfBrokerResponseHeader,
 )
 from rmqwire.codec.commands.route import GetBrokerClusterInfo, GetRouteInfo, TopicRouteData
-from rmqwire.codec.commands.topic import TopicConfigSerializeWrapper
+from rmqwire.codec.commands.topic import DataVersion, TopicConfigSerializeWrapper
 from rmqwire.codec.java import java_str
 from rmqwire.codec.message import body_crc32
 from rmqwire.errors import BrokerSystemError, CodecError, NoPermissionError, TopicNotExistError
-from rmqwire.remoting.dispatcher import Processor, RequestContext
+from rmqwire.remoting.dispatcher import Handler, Processor, RequestContext
 from rmqwire.server.namesrv.config import (
     UPDATABLE_KEYS,
     NamesrvConfig,
@@ -61,7 +62,13 @@ from rmqwire.server.namesrv.config import (
     parse_value,
 )
 from rmqwire.server.namesrv.kv import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
-from rmqwire.server.namesrv.route_info import RouteInfoManager, TopicConfigTable, UnregisterRequest
+from rmqwire.server.namesrv.route_info import (
+    BrokerAddrInfo,
+    RouteInfoManager,
+    TopicConfigTable,
+    TopicQueueConfig,
+    UnregisterRequest,
+)
 
 #: Java ``FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)``.
 APPLY_TOPIC_TIP = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
@@ -143,6 +150,29 @@ class ClientRequestProcessor(Processor):
             self._cache[(topic, standard)] = content
         return content
 
+    def cached_route_handler(self, typed: Handler) -> Handler:
+        """A raw handler for GET_ROUTEINFO_BY_TOPIC answering cache hits directly (no header
+        object, no Deferred of its own); everything else goes to ``typed``, the responder above.
+
+        Route lookups are most of a NameServer's traffic, so this is its hot path."""
+        cfg = self.settings.namesrv
+
+        def handle(request: RemotingCommand, context: RequestContext) -> Any:
+            ext = request.ext_fields
+            topic = ext.get("topic") if ext else None
+            if type(topic) is str and ZONE_MODE not in ext and not cfg.need_wait_for_service:  # type: ignore[operator]
+                accept = ext.get("acceptStandardJsonOnly")  # type: ignore[union-attr]
+                standard = (request.version >= 401 or (
+                    type(accept) is str and accept.lower() == "true")) and not cfg.cluster_test
+                if self._stamp() == self._cache_stamp:
+                    cached = self._cache.get((topic, standard))
+                    if cached is not None:
+                        return request.response_to(ResponseCode.SUCCESS, None, None, cached,
+                                                   language=LanguageCode.JAVA)
+            return typed(request, context)
+
+        return handle
+
     def route_data(self, topic: str | None) -> TopicRouteData | None:
         route = self.routes.pickup_topic_route_data(topic)
         cfg = self.settings.namesrv
@@ -201,6 +231,8 @@ class DefaultRequestProcessor(Processor):
         #: Called with the channel of every registration (the controller watches it close).
         self.on_broker_channel = on_broker_channel
         self.on_config_updated = on_config_updated
+        #: (cluster, broker address) -> its last REGISTER_BROKER body, how it was sent, as read.
+        self._last_bodies: dict[tuple[Any, Any], tuple[bytes, tuple[int, bool], Any]] = {}
 
     # ---- KV config -------------------------------------------------------------------------------
 
@@ -249,7 +281,15 @@ class DefaultRequestProcessor(Processor):
             raise BrokerSystemError(remark="crc32 not match")
         request = context.request
         version = request.version if request is not None else 0
-        table, filter_servers = _register_body(body, bool(header.compressed), version)
+        key = (header.cluster_name, header.broker_addr)
+        compressed = bool(header.compressed)
+        last = self._last_bodies.get(key)
+        if last is not None and last[0] == body and last[1] == (version, compressed):
+            # A broker re-registers every 30 s with the same bytes: read them once.
+            table, filter_servers = last[2]
+        else:
+            table, filter_servers = _register_body(body, compressed, version)
+            self._remember_body(key, body, (version, compressed), (table, filter_servers))
         if header.broker_id is None:
             raise _npe("brokerId")
         if header.cluster_name is None or header.broker_name is None or header.broker_addr is None:
@@ -277,6 +317,16 @@ class DefaultRequestProcessor(Processor):
         if channel is not None:
             self.on_broker_channel(channel)
         return self._register_answer(result.ha_server_addr, result.master_addr)
+
+    def _remember_body(self, key: tuple[Any, Any], body: bytes | None, how: tuple[int, bool],
+                       parsed: tuple[TopicConfigTable, list[str] | None]) -> None:
+        if body is None or len(body) < 4096:
+            return  # small bodies are cheap to read again
+        self._last_bodies[key] = (body, how, parsed)
+        live = self.routes.broker_live_table
+        if len(self._last_bodies) > len(live) + 16:  # forget brokers that are gone
+            for k in [k for k in self._last_bodies if BrokerAddrInfo(*k) not in live and k != key]:
+                del self._last_bodies[k]
 
     def _register_answer(self, ha_addr: str | None, master_addr: str | None) -> Response[Any, Any]:
         kv_body = None
@@ -465,9 +515,49 @@ def _register_body(
         if compressed or body[:1] == b"\x78":
             decoded = RegisterBrokerBody.decode_compressed(body, version)
         else:
-            decoded = RegisterBrokerBody.decode(body)
+            tree = fastjson.loads(body)
+            fast = _fast_register_body(tree)
+            if fast is not None:
+                return fast
+            decoded = RegisterBrokerBody.from_fastjson(tree)
     except (CodecError, UnicodeDecodeError, ValueError) as e:
         raise BrokerSystemError(
             remark=f"{_REMOTING_COMMAND_EXCEPTION}: Failed to decode RegisterBrokerBody ({e})"
         ) from e
     return TopicConfigTable.of(decoded.topic_config_serialize_wrapper), decoded.filter_server_list
+
+
+def _fast_register_body(tree: Any) -> tuple[TopicConfigTable, list[str] | None] | None:
+    """A plain REGISTER_BROKER body read straight from its JSON tree: a broker re-registers every
+    30 s with thousands of topics, and building a TopicConfig object per topic dominated the cost.
+    Returns None for anything unusual (casts, nulls, odd types): the generic decoder then reads
+    it with all of fastjson's leniency."""
+    if not isinstance(tree, dict):
+        return None
+    wrapper = tree.get("topicConfigSerializeWrapper")
+    filters = tree.get("filterServerList", [])
+    if not isinstance(wrapper, dict) or not isinstance(filters, list):
+        return None
+    if not all(type(f) is str for f in filters):
+        return None
+    table = wrapper.get("topicConfigTable", {})
+    mapping = wrapper.get("topicQueueMappingInfoMap", {})
+    if not isinstance(table, dict) or not isinstance(mapping, dict):
+        return None
+    configs: dict[str, TopicQueueConfig] = {}
+    for key, tc in table.items():
+        if type(tc) is not dict:
+            return None
+        get = tc.get
+        name, read, write = get("topicName"), get("readQueueNums", 16), get("writeQueueNums", 16)
+        perm, flag = get("perm", 6), get("topicSysFlag", 0)
+        if (type(name) is not str or type(read) is not int or type(write) is not int
+                or type(perm) is not int or type(flag) is not int):
+            return None
+        configs[key] = TopicQueueConfig(name, read, write, perm, flag)
+    dv_tree = wrapper.get("dataVersion")
+    try:
+        dv = DataVersion() if dv_tree is None else DataVersion.from_fastjson(dv_tree)
+    except CodecError:
+        return None
+    return TopicConfigTable(configs, dv, mapping), filters

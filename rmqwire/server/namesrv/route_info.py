@@ -17,7 +17,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from twisted.logger import Logger
 
@@ -105,11 +105,24 @@ class ExpiredBroker:
     timeout_millis: int
 
 
+class TopicQueueConfig(NamedTuple):
+    """The part of a TopicConfig a route is built from (what REGISTER_BROKER bodies are read into
+    on the fast path; a codec TopicConfig serves as well)."""
+
+    topic_name: str | None
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int
+
+
 @dataclass
 class TopicConfigTable:
     """What route updates need from a registration body (either wrapper class of the codec)."""
 
-    topic_config_table: Mapping[str, TopicConfig] | None = field(default_factory=dict)
+    topic_config_table: Mapping[str, TopicConfig | TopicQueueConfig] | None = field(
+        default_factory=dict
+    )
     data_version: DataVersion = field(default_factory=lambda: DataVersion(0, 0, 0))
     topic_queue_mapping_info_map: Mapping[str, Any] = field(default_factory=dict)
 
@@ -228,17 +241,18 @@ class RouteInfoManager:
             mapping = topic_config.topic_queue_mapping_info_map
             if self.config.delete_topic_with_broker_registration and not mapping:
                 self._delete_topics_missing_from(broker_name, set(table))
+            # The live entry is replaced after this loop, so "changed" is the same for every topic.
+            changed = register_first or self.is_broker_topic_config_changed(
+                cluster_name, broker_addr, topic_config.data_version
+            )
+            queue_table = self.topic_queue_table
             for tc in table.values():
-                if register_first or self._is_topic_config_changed(
-                    addr_info, topic_config.data_version, broker_name, tc.topic_name
-                ):
+                if changed or broker_name not in queue_table.get(tc.topic_name, ()):  # type: ignore[arg-type]
                     perm = tc.perm
                     if is_prime_slave and broker_data.enable_acting_master:
                         perm &= ~_PERM_WRITE  # the acting master is read-only
                     self._create_and_update_queue_data(broker_name, tc, perm)
-            if register_first or self.is_broker_topic_config_changed(
-                cluster_name, broker_addr, topic_config.data_version
-            ):
+            if changed:
                 for topic, info in mapping.items():
                     bname = info.get("bname") if isinstance(info, Mapping) else None
                     self.topic_queue_mapping_info_table.setdefault(topic, {})[bname] = info
@@ -286,7 +300,17 @@ class RouteInfoManager:
                 del self.topic_queue_table[topic]
             self._changed()
 
-    def _create_and_update_queue_data(self, broker_name: str, tc: TopicConfig, perm: int) -> None:
+    def _create_and_update_queue_data(
+        self, broker_name: str, tc: TopicConfig | TopicQueueConfig, perm: int
+    ) -> None:
+        topic = tc.topic_name
+        queue_map = self.topic_queue_table.get(topic)  # type: ignore[arg-type]
+        existed = queue_map.get(broker_name) if queue_map is not None else None
+        if (existed is not None and existed.perm == perm
+                and existed.read_queue_nums == tc.read_queue_nums
+                and existed.write_queue_nums == tc.write_queue_nums
+                and existed.topic_sys_flag == tc.topic_sys_flag):
+            return  # unchanged (the usual case): no new object
         queue_data = QueueData(
             broker_name=broker_name,
             read_queue_nums=tc.read_queue_nums,
@@ -294,8 +318,6 @@ class RouteInfoManager:
             perm=perm,
             topic_sys_flag=tc.topic_sys_flag,
         )
-        topic = tc.topic_name
-        queue_map = self.topic_queue_table.get(topic)  # type: ignore[arg-type]
         if queue_map is None:
             self.topic_queue_table[topic] = {broker_name: queue_data}  # type: ignore[index]
             self.log.info("new topic registered, {topic} {qd}", topic=topic, qd=queue_data)
@@ -312,17 +334,6 @@ class RouteInfoManager:
     ) -> bool:
         prev = self.query_broker_topic_config(cluster_name, broker_addr)
         return prev is None or prev != data_version
-
-    def _is_topic_config_changed(
-        self, addr_info: BrokerAddrInfo, data_version: DataVersion, broker_name: str,
-        topic: str | None,
-    ) -> bool:
-        if self.is_broker_topic_config_changed(
-            addr_info.cluster_name, addr_info.broker_addr, data_version
-        ):
-            return True
-        queue_map = self.topic_queue_table.get(topic)  # type: ignore[arg-type]
-        return not queue_map or broker_name not in queue_map
 
     def query_broker_topic_config(
         self, cluster_name: str | None, broker_addr: str | None

@@ -387,3 +387,28 @@ def test_unparsable_header_values_answer_system_error(namesrv):
         "brokerId": "zero", "compressed": "false"}))
     assert r.code == ResponseCode.SYSTEM_ERROR
     assert "RemotingCommandException" in r.remark
+
+
+def test_lenient_bodies_take_the_generic_reader(namesrv):
+    # fastjson casts "8" into an int property; the fast reader leaves such bodies to the codec.
+    body = (b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,'
+            b'"stateVersion":0,"timestamp":5},"topicConfigTable":{'
+            b'"T1":{"perm":6,"readQueueNums":"8","topicName":"T1","writeQueueNums":8},'
+            b'"T2":{"perm":6,"readQueueNums":4,"topicName":"T2","writeQueueNums":4}}}}')
+    r = namesrv.answer(RegisterBroker, body=body, broker_name="b", broker_addr=A, cluster_name="C",
+                       ha_server_addr="x", broker_id=0, enable_acting_master=False, compressed=False)
+    assert r.code == ResponseCode.SUCCESS
+    assert namesrv.routes.pickup_topic_route_data("T1").queue_datas[0].read_queue_nums == 8
+
+
+def test_the_same_body_again_still_restores_deleted_topics(namesrv):
+    big = [f"Topic{i}" for i in range(200)]  # large enough to be remembered
+    reg(namesrv, "broker-a", A, *big)
+    namesrv.answer(DeleteTopicInNamesrv, topic="Topic7")
+    assert namesrv.answer(GetRouteInfo, topic="Topic7").code == ResponseCode.TOPIC_NOT_EXIST
+    reg(namesrv, "broker-a", A, *big)  # the periodic re-registration, byte for byte the same
+    assert namesrv.answer(GetRouteInfo, topic="Topic7").code == ResponseCode.SUCCESS
+    # a changed body is read again
+    reg(namesrv, "broker-a", A, *big[:150], counter=2)
+    assert namesrv.routes.pickup_topic_route_data("Topic199") is not None  # Java keeps old topics
+    assert namesrv.routes.query_broker_topic_config("DefaultCluster", A).counter == 2

@@ -1,0 +1,1 @@
+"""Side-by-side NameServer benchmark (see bench.py)."""

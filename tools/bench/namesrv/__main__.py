@@ -1,0 +1,3 @@
+from tools.bench.namesrv.bench import main
+
+raise SystemExit(main())
