@@ -14,6 +14,7 @@ from rmqwire.codec.codes import LanguageCode
 from rmqwire.codec.commands.namesrv import BrokerHeartbeat, RegisterBroker, UpdateNamesrvConfig
 from rmqwire.codec.commands.route import GetRouteInfo
 from rmqwire.codec.message import body_crc32
+from rmqwire.remoting import RequestContext
 from rmqwire.server.namesrv import NameServer, NamesrvSettings
 
 
@@ -165,4 +166,55 @@ def test_min_broker_id_change_is_notified_when_enabled():
                        broker_id=0, **common).code == 0
     # the master took the minimum id: the slave hears of it (a oneway over a new connection)
     assert [(host, port) for host, port, *_ in reactor.tcpClients] == [("10.0.0.2", 10911)]
+    ns.stopService()
+
+
+def test_cached_route_answers_match_the_typed_responder():
+    ns, _ = start()
+    broker, client = Peer(ns, 1), Peer(ns, 2)
+    broker.register("broker-a", "10.0.0.1:10911")
+    typed = ns.client_processor.handlers()[RequestCode.GET_ROUTEINFO_BY_TOPIC]
+    for version, accept in ((479, None), (317, None), (317, "true"), (317, "TRUE")):
+        ext = {"topic": "T1"} if accept is None else {"topic": "T1", "acceptStandardJsonOnly": accept}
+        request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, version=version)
+        first = client.send(request)[0]  # fills the cache
+        again = client.send(request)[0]  # answered from it
+        assert (first.code, first.body) == (again.code, again.body) == (0, first.body)
+        d = typed(request.with_opaque(99), RequestContext(peer="test"))
+        assert d.result.body == again.body
+    broker.call(UpdateNamesrvConfig, body=b"x=1\n")  # refused: nothing changes
+    broker.register("broker-a", "10.0.0.1:10911", "T1", "T2", "T3", counter=2)
+    assert b"T3" not in client.send(RemotingCommand.request(105, {"topic": "T1"}))[0].body
+    ns.routes.wipe_write_perm_of_broker("broker-a")
+    assert b'"perm":4' in client.send(RemotingCommand.request(105, {"topic": "T1"}))[0].body
+    ns.stopService()
+
+
+# ---- any input gets an answer --------------------------------------------------------------------
+
+import hypothesis.strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+
+NAMESRV_CODES = [100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 217, 219, 224, 304, 311, 312,
+                 313, 318, 319, 322, 327, 901, 9999]
+_TEXT = st.text(max_size=12)
+_FIELDS = st.dictionaries(
+    st.sampled_from(["topic", "brokerName", "brokerAddr", "clusterName", "brokerId", "namespace",
+                     "key", "value", "haServerAddr", "compressed", "bodyCrc32", "cluster",
+                     "acceptStandardJsonOnly", "__ZONE_MODE", "__ZONE_NAME", "heartbeatTimeoutMillis"]),
+    st.one_of(_TEXT, st.integers(-5, 5).map(str)), max_size=8)
+
+
+@given(code=st.sampled_from(NAMESRV_CODES), fields=_FIELDS,
+       body=st.one_of(st.none(), st.binary(max_size=64), st.just(b'{"topicConfigSerializeWrapper":{}}'),
+                      st.just(b"x\x9c\x00")))
+def test_any_request_is_answered_and_the_server_keeps_serving(code, fields, body):
+    ns, _ = start()
+    good = Peer(ns, 1)
+    good.register("broker-a", "10.0.0.1:10911")
+    peer = Peer(ns, 2)
+    (reply,) = peer.send(RemotingCommand.request(code, fields, body))
+    assert reply.is_response and isinstance(reply.code, int)
+    assert reply.code == ResponseCode.SUCCESS or reply.remark  # every error says why
+    assert good.call(GetRouteInfo, topic="T1").code == ResponseCode.SUCCESS or code in (104, 216, 205)
     ns.stopService()
