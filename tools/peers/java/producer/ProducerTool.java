@@ -40,18 +40,24 @@ public class ProducerTool {
         for (int i = 1; i + 1 < args.length; i += 2) {
             o.put(args[i].replaceFirst("^--", ""), args[i + 1]);
         }
-        switch (args[0]) {
-            case "hold":
-                hold(o);
-                break;
-            case "reply":
-                reply(o);
-                break;
-            case "bench":
-                bench(o);
-                break;
-            default:
-                throw new IllegalArgumentException("unknown command " + args[0]);
+        try {
+            switch (args[0]) {
+                case "hold":
+                    hold(o);
+                    break;
+                case "reply":
+                    reply(o);
+                    break;
+                case "bench":
+                    bench(o);
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown command " + args[0]);
+            }
+        } catch (Throwable e) {
+            // the client's non-daemon threads would keep a JVM whose main thread died alive
+            emit("{\"event\":\"error\",\"message\":" + q(String.valueOf(e)) + "}");
+            System.exit(1);
         }
         System.exit(0);
     }
@@ -141,7 +147,16 @@ public class ProducerTool {
         p.start();
         byte[] body = new byte[bodySize];
         Arrays.fill(body, (byte) 'x');
-        p.send(new Message(topic, body)); // route and connection ready before timing
+        for (int attempt = 0; ; attempt++) { // route and connection ready before timing
+            try {
+                p.send(new Message(topic, body));
+                break;
+            } catch (Exception e) {
+                if (attempt >= 4) {
+                    throw e;
+                }
+            }
+        }
         final long[] lat = new long[1 << 22];
         final AtomicInteger nlat = new AtomicInteger();
         final AtomicLong sent = new AtomicLong();
