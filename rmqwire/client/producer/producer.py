@@ -469,8 +469,14 @@ class Producer:
             if not isinstance(msg, CodecMessage):
                 msg = self._batch(msg)
             check_message(msg, self.config.max_message_size)
-            if self._namespace:
-                msg.topic = with_namespace(self._namespace, msg.topic)
+            if self._namespace and not isinstance(msg, _Batch):
+                # Java wraps the topic on the caller's message for the send and unwraps it after;
+                # here the send uses a view sharing the properties (UNIQ_KEY lands on the caller's)
+                props = msg.properties
+                if PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+                    props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._instance().unique_ids.next_id()
+                msg = CodecMessage(topic=with_namespace(self._namespace, msg.topic), body=msg.body,
+                                   flag=msg.flag, properties=props)
         except Exception as e:
             return defer.fail(e)
         if mode is CommunicationMode.SYNC:

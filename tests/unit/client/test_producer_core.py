@@ -442,7 +442,9 @@ def test_namespace_wraps_topic_and_group_as_java() -> None:
     w = World()
     w.add_topic("ns%T")
     p = started(w, "pg", namespace="ns")
-    r = send(w, p.send(Message("T", b"x")))
+    m = Message("T", b"x")
+    r = send(w, p.send(m))
+    assert m.topic == "T" and r.msg_id == m.unique_key  # the caller's message keeps its topic
     (s,) = all_sends(w)
     assert (s.header.a, s.header.b) == ("ns%pg", "ns%T")
     assert decode_properties(s.header.i)["INSTANCE_ID"] == "ns"
