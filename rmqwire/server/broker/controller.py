@@ -43,6 +43,7 @@ from rmqwire.server.broker.processors.client_manage import ClientManageProcessor
 from rmqwire.server.broker.processors.consumer_manage import ConsumerManageProcessor
 from rmqwire.server.broker.processors.pull import PullMessageProcessor
 from rmqwire.server.broker.processors.send import SendMessageProcessor
+from rmqwire.server.broker.rebalance_lock import RebalanceLockManager
 from rmqwire.server.broker.register import BrokerRegistrar
 from rmqwire.server.broker.stats import BrokerStats
 from rmqwire.server.broker.subscription_group import SubscriptionGroupManager
@@ -96,6 +97,7 @@ class Broker(Service):
             notify_enabled=lambda: self.settings.broker.notify_consumer_ids_changed_enable,
             channel_expired_timeout=b.channel_expired_timeout, version=self.version)
         self.producer_manager = ProducerManager(channel_expired_timeout=b.channel_expired_timeout)
+        self.rebalance_lock_manager = RebalanceLockManager()
         self.pull_hold_service = PullRequestHoldService(reactor, self.store.get_max_offset_in_queue)
         self.stats = BrokerStats()
         self.config_data_version = DataVersion()

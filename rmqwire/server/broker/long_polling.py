@@ -53,10 +53,17 @@ class PullRequestHoldService:
         self._flush_scheduled = False
         self._reactor_thread: int | None = None
         self._stopped = False
+        #: Held pulls answered because a message arrived / because their time was up.
+        self.woken_by_arrival = 0
+        self.timed_out = 0
 
     @property
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())
+
+    def held_for(self, topic: str, queue_id: int) -> int:
+        """How many pulls of one queue are held."""
+        return len(self._held.get((topic, queue_id), ()))
 
     def start(self) -> None:
         self._reactor_thread = threading.get_ident()
@@ -85,6 +92,8 @@ class PullRequestHoldService:
                 pass
             if not queue:
                 del self._held[(req.topic, req.queue_id)]
+        if not req.done:
+            self.timed_out += 1
         self._wake(req)
 
     def _wake(self, req: PullRequest) -> None:
@@ -136,6 +145,7 @@ class PullRequestHoldService:
             if newest <= req.pull_from_offset:
                 newest = self._max_offset(topic, queue_id)
             if newest > req.pull_from_offset and self._matches(req, tags_codes):
+                self.woken_by_arrival += 1
                 self._wake(req)
             else:
                 keep.append(req)

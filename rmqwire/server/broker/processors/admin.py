@@ -43,6 +43,13 @@ from rmqwire.codec.commands.admin import (
     UpdateBrokerConfig,
 )
 from rmqwire.codec.commands.base import Response
+from rmqwire.codec.commands.consumer import (
+    LockBatchMq,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchMq,
+    UnlockBatchRequestBody,
+)
 from rmqwire.codec.commands.namesrv import KVTable
 from rmqwire.codec.commands.offset import (
     ConsumerOffsetSerializeWrapper,
@@ -198,6 +205,23 @@ class AdminBrokerProcessor(Processor):
         self.broker.subscription_group_manager.delete(group)
         if header.clean_offset:
             self.broker.consumer_offset_manager.remove_offset(group)
+        return Response()
+
+    # ---- orderly consumers' queue locks ----------------------------------------------------------
+
+    @LockBatchMq.responder
+    def lock_batch_mq(self, header: Any, body: LockBatchRequestBody | None, context: RequestContext) -> Any:
+        if body is None:
+            return LockBatchResponseBody()
+        locked = self.broker.rebalance_lock_manager.try_lock_batch(
+            body.consumer_group or "", body.mq_set or [], body.client_id or "")
+        return LockBatchResponseBody(lock_ok_mq_set=locked)
+
+    @UnlockBatchMq.responder
+    def unlock_batch_mq(self, header: Any, body: UnlockBatchRequestBody | None, context: RequestContext) -> Any:
+        if body is not None:
+            self.broker.rebalance_lock_manager.unlock_batch(
+                body.consumer_group or "", body.mq_set or [], body.client_id or "")
         return Response()
 
     # ---- offsets ---------------------------------------------------------------------------------

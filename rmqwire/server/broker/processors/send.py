@@ -272,7 +272,9 @@ class SendMessageProcessor(Processor):
         version = context.request.version if context.request is not None else 0
         if version >= _V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
-        if (h.reconsume_times or 0) > max_times:
+        # A group holding live queue locks consumes orderly: its retries go to the DLQ at once.
+        ordered = not self.broker.rebalance_lock_manager.is_lock_all_expired(group)
+        if (h.reconsume_times or 0) > max_times or ordered:
             # Java's msg.setDelayTimeLevel(0) is overwritten by the properties set afterwards:
             # the DLQ record keeps DELAY=-1.
             msg.properties[PropertyKey.DELAY_TIME_LEVEL] = "-1"
