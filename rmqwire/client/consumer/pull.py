@@ -22,6 +22,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from rmqwire.client.consumer import mq_admin
 from rmqwire.client.consumer.subscription import (
@@ -32,7 +33,7 @@ from rmqwire.client.consumer.subscription import (
 )
 from rmqwire.client.instance import ClientInstance
 from rmqwire.client.route import MASTER_ID
-from rmqwire.codec.codes import ResponseCode
+from rmqwire.codec.codes import V5_0_0, ResponseCode
 from rmqwire.codec.commands import Response
 from rmqwire.codec.commands.heartbeat import SubscriptionData
 from rmqwire.codec.commands.pull import (
@@ -49,7 +50,7 @@ from rmqwire.codec.message import (
     decode_messages,
     unwrap_inner_batch,
 )
-from rmqwire.errors import MQClientError
+from rmqwire.errors import MQClientError, RequestCodeNotSupportedError
 from rmqwire.model import ExpressionType, MessageQueue
 
 __all__ = [
@@ -132,6 +133,8 @@ class PullAPIWrapper:
         #: ``connect_broker_by_user``: pull from ``default_broker_id`` whatever the broker suggests
         self.connect_broker_by_user = False
         self.default_broker_id = MASTER_ID
+        #: broker addresses that answered LITE_PULL_MESSAGE with REQUEST_CODE_NOT_SUPPORTED
+        self.no_lite_pull: set[str] = set()
 
     def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
         if self.connect_broker_by_user:
@@ -191,6 +194,11 @@ class PullAPIWrapper:
             flag = sys_flag
             if found.slave:
                 flag = PullSysFlag.clear_commit_offset(flag)
+            addr = found.broker_addr
+            if flag & PullSysFlag.LITE_PULL and (
+                    addr in self.no_lite_pull or 0 < found.broker_version < V5_0_0):
+                # 4.x brokers have no LITE_PULL_MESSAGE: pull as their own lite consumers do
+                flag &= ~PullSysFlag.LITE_PULL
             header = PullMessageRequestHeader(
                 consumer_group=self.consumer_group, topic=mq.topic, queue_id=mq.queue_id,
                 queue_offset=offset, max_msg_nums=max_nums, sys_flag=int(flag),
@@ -200,10 +208,21 @@ class PullAPIWrapper:
                 bname=mq.broker_name,
             )
             command = LitePullMessage if flag & PullSysFlag.LITE_PULL else PullMessage
-            return self.instance.broker_call(found.broker_addr, command, header,
-                                             timeout=timeout_millis / 1000).addCallback(pull_result_of)
+            d = self.instance.broker_call(addr, command, header, timeout=timeout_millis / 1000)
+            if command is LitePullMessage:
+                d.addErrback(self._without_lite_pull, addr, header, timeout_millis)
+            return d.addCallback(pull_result_of)
 
         return d.addCallback(send)
+
+    def _without_lite_pull(self, f: Failure, addr: str, header: PullMessageRequestHeader,
+                           timeout_millis: int) -> Any:
+        """A broker without LITE_PULL_MESSAGE (4.x, before its version is known) is asked again
+        with PULL_MESSAGE, and from then on only so."""
+        f.trap(RequestCodeNotSupportedError)
+        self.no_lite_pull.add(addr)
+        header.sys_flag = int(header.sys_flag or 0) & ~PullSysFlag.LITE_PULL
+        return self.instance.broker_call(addr, PullMessage, header, timeout=timeout_millis / 1000)
 
 
 class Puller:
