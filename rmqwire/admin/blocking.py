@@ -152,5 +152,6 @@ class Admin:
     query_message = delegate("query_message")
     query_message_by_uniq_key = delegate("query_message_by_uniq_key")
     pull = delegate("pull")
+    pull_queues = delegate("pull_queues")
     query_consume_queue = delegate("query_consume_queue")
     message_track_detail = delegate("message_track_detail")

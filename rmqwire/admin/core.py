@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.logger import Logger
 
 from rmqwire.admin.javautil import hashmap_order, load_properties
@@ -866,9 +866,8 @@ class AdminCore(Service):
                 elif msg.keys is not None:
                     if key in msg.keys.split(" ") and (lmq or msg.topic == topic):
                         found.append(msg)
-        if not found:
-            raise AdminError("query message by key finished, but no message.",
-                             response_code=ResponseCode.NO_MESSAGE)
+        if not found:  # Java's MQClientException(NO_MESSAGE, ...)
+            raise for_code(ResponseCode.NO_MESSAGE, "query message by key finished, but no message.")
         return QueryResult(last, found)
 
     async def _query_one(self, addr: str, topic: str | None, key: str, max_num: int, begin: int,
@@ -879,6 +878,16 @@ class AdminCore(Service):
                                timeout=self.timeout * 3)
         return QueryResult(r.header.index_last_update_timestamp or 0,
                            decode_messages(r.body or b""))
+
+    @deferred
+    async def pull_queues(self, requests: Sequence[tuple[MessageQueue, int]], sub_expression: str,
+                          max_nums: int, group: str = TOOLS_CONSUMER_GROUP) -> list[PullResult]:
+        """One pull of each (queue, offset), all at once; the results in the same order."""
+        pulls = [self.pull(mq, sub_expression, offset, max_nums, group) for mq, offset in requests]
+        try:
+            return await gatherResults(pulls, consumeErrors=True)
+        except FirstError as e:
+            raise e.subFailure.value from None
 
     @deferred
     async def pull(self, mq: MessageQueue, sub_expression: str, offset: int,

@@ -80,6 +80,21 @@ def hashmap_order(
     return [k for _, k in ordered]
 
 
+def putall_capacity(size: int) -> int:
+    """The table an empty ``HashMap`` allocates for ``putAll`` of ``size`` entries."""
+    return _table_size(int(size / 0.75 + 1.0))
+
+
+def hashmap_putall_order(sources: Iterable[Iterable[K]]) -> list[K]:
+    """The order of ``m = new HashMap<>(); m.putAll(a); m.putAll(b); ...`` where each source is
+    a ``HashMap`` built by puts (a fastjson-decoded map): its keys in the order given."""
+    groups = [hashmap_order(list(src)) for src in sources]
+    if not groups:
+        return []
+    keys = [k for g in groups for k in g]
+    return hashmap_order(keys, putall_capacity(len(groups[0])))
+
+
 def concurrent_hashmap_order(
     keys: Iterable[K], initial_capacity: int = 16, hash_fn: Callable[[Any], int] = default_hash,
     *, presized: bool = True,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqwire.admin.core import RETRY_GROUP_TOPIC_PREFIX, select_broker_addr
-from rmqwire.admin.javautil import concurrent_hashmap_order, hashmap_order
+from rmqwire.admin.javautil import concurrent_hashmap_order, hashmap_order, hashmap_putall_order
 from rmqwire.cli.base import CommandFailed, Env, command, emit_json, opt, out, parse_bool, parse_int
 from rmqwire.cli.cluster import CLUSTER_ERROR, master_set
 from rmqwire.cli.javafmt import (
@@ -521,6 +521,17 @@ def running_info_text(info: ConsumerRunningInfo) -> str:
     return "".join(parts)
 
 
+def running_info_doc(info: ConsumerRunningInfo) -> dict[str, Any]:
+    """The running info as JSON: the queue-keyed tables become lists with the queue inside."""
+    tree = info.to_fastjson()
+    for name in ("mqTable", "mqPopTable"):
+        table = getattr(info, "mq_table" if name == "mqTable" else "mq_pop_table") or {}
+        tree[name] = [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                       "info": value.to_fastjson() if hasattr(value, "to_fastjson") else value}
+                      for mq, value in sorted(table.items())]
+    return tree
+
+
 def _is_push(info: ConsumerRunningInfo) -> bool:
     return str((info.properties or {}).get("PROP_CONSUME_TYPE")) == ConsumeType.CONSUME_PASSIVELY.name
 
@@ -574,7 +585,7 @@ def consumer_status(env: Env, group: str, client_id: str | None, broker_addr: st
         info = env.admin.get_consumer_running_info(group, client_id, jstack)
         if env.json:
             emit_json({"group": group, "clientId": client_id,
-                       "runningInfo": info.to_fastjson() if info else None})
+                       "runningInfo": running_info_doc(info) if info else None})
         elif info is not None:
             out(running_info_text(info))
         return
@@ -704,8 +715,12 @@ def reset_offset_by_time(env: Env, group: str, topic: str, timestamp: str, force
             raise
         _reset_old(env, group, topic, ts, is_force, timestamp, cluster)
         return
+    # Java merges each broker's answer (a HashMap) into a new HashMap with putAll.
+    by_broker: dict[str, list[MessageQueue]] = {}
+    for mq in table:
+        by_broker.setdefault(mq.broker_name, []).append(mq)
     rows = [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": table[mq]}
-            for mq in hashmap_order(table)]
+            for mq in hashmap_putall_order(by_broker.values())]
     if env.json:
         emit_json({"mode": "broker", "group": group, "topic": topic, "force": is_force,
                    "timestamp": ts, "offsets": rows})

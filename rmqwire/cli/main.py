@@ -40,6 +40,7 @@ def _load_commands() -> None:
     from rmqwire.cli import (  # noqa: F401
         cluster,
         consumer,
+        live,
         message,
         namesrv,
         stats,

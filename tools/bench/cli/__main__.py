@@ -1,0 +1,3 @@
+from tools.bench.cli.bench import main
+
+raise SystemExit(main())
