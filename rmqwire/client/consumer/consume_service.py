@@ -83,8 +83,13 @@ class Outcome:
     elapsed_ms: int = 0
 
 
+Done = Callable[[Outcome], Any]
+
+
 class ReactorRunner:
     """Run listeners in the reactor thread (they may return Deferreds or coroutines)."""
+
+    log = Logger()
 
     def __init__(self, reactor: Any) -> None:
         self.reactor = reactor
@@ -96,18 +101,37 @@ class ReactorRunner:
     def start(self) -> None:
         pass
 
-    def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], done: Done) -> Outcome | None:
+        """Run ``fn(*args)``. A plain result comes back at once (``done`` is not called); a
+        Deferred's or coroutine's later, through ``done``."""
         begin = self.reactor.seconds()
+        try:
+            value = fn(*args)
+        except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
+            return Outcome(error=Failure(), elapsed_ms=int((self.reactor.seconds() - begin) * 1000))
+        if inspect.iscoroutine(value):
+            value = Deferred.fromCoroutine(value)
+        if not isinstance(value, Deferred):
+            return Outcome(value=value, elapsed_ms=int((self.reactor.seconds() - begin) * 1000))
 
-        def done(value: Any) -> Outcome:
+        def finished(result: Any) -> None:
             elapsed = int((self.reactor.seconds() - begin) * 1000)
-            if isinstance(value, Failure):
-                return Outcome(error=value, elapsed_ms=elapsed)
-            return Outcome(value=value, elapsed_ms=elapsed)
+            outcome = (Outcome(error=result, elapsed_ms=elapsed) if isinstance(result, Failure)
+                       else Outcome(value=result, elapsed_ms=elapsed))
+            try:
+                done(outcome)
+            except Exception:
+                self.log.failure("processing a consume result failed")
 
-        d = defer.maybeDeferred(fn, *args)
-        d.addCallback(lambda v: Deferred.fromCoroutine(v) if _is_coroutine(v) else v)
-        return d.addBoth(done)
+        value.addBoth(finished)
+        return None
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
+        d: Deferred[Outcome] = Deferred()
+        outcome = self.submit(fn, args, d.callback)
+        if outcome is not None:
+            d.callback(outcome)
+        return d
 
     def stop(self) -> None:
         pass
@@ -116,12 +140,9 @@ class ReactorRunner:
         return True
 
 
-def _is_coroutine(v: Any) -> bool:
-    return inspect.iscoroutine(v)
-
-
 class ThreadRunner:
-    """Listeners in ``threads`` worker threads; results go back to the reactor in batches."""
+    """Listeners in ``threads`` worker threads; results go back to the reactor in batches (one
+    wakeup of the reactor for every result that finished meanwhile)."""
 
     log = Logger()
 
@@ -132,7 +153,7 @@ class ThreadRunner:
         self.threads = threads
         self.name = name
         self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._done: deque[tuple[Deferred[Outcome], Outcome]] = deque()
+        self._done: deque[tuple[Done, Outcome]] = deque()
         self._wake_pending = False
         self._workers: list[threading.Thread] = []
         self._stopped = False
@@ -147,28 +168,33 @@ class ThreadRunner:
             t.start()
             self._workers.append(t)
 
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], done: Done) -> None:
+        """Queue ``fn(*args)`` for a worker; ``done(outcome)`` runs in the reactor thread."""
+        if self._stopped:
+            done(Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
+            return None
+        self._tasks.put((done, fn, args))
+        return None
+
     def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
         d: Deferred[Outcome] = Deferred()
-        if self._stopped:
-            d.callback(Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
-            return d
-        self._tasks.put((d, fn, args))
+        self.submit(fn, args, d.callback)
         return d
 
     def _work(self) -> None:
-        tasks, done = self._tasks, self._done
+        tasks, finished = self._tasks, self._done
         while True:
             item = tasks.get()
             if item is None:
                 return
-            d, fn, args = item
+            done, fn, args = item
             begin = time.monotonic()
             try:
                 outcome = Outcome(value=fn(*args))
             except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
                 outcome = Outcome(error=Failure())
             outcome.elapsed_ms = int((time.monotonic() - begin) * 1000)
-            done.append((d, outcome))
+            finished.append((done, outcome))
             if not self._wake_pending:
                 self._wake_pending = True
                 try:
@@ -179,10 +205,13 @@ class ThreadRunner:
     def _deliver(self) -> None:
         # reset first: a result appended after this point schedules another delivery
         self._wake_pending = False
-        done = self._done
-        while done:
-            d, outcome = done.popleft()
-            d.callback(outcome)
+        finished = self._done
+        while finished:
+            done, outcome = finished.popleft()
+            try:
+                done(outcome)
+            except Exception:
+                self.log.failure("processing a consume result failed")
 
     def stop(self) -> None:
         """No new work; each worker ends after its current listener call."""
@@ -195,7 +224,7 @@ class ThreadRunner:
             except queue.Empty:
                 break
             if item is not None:
-                item[0].callback(Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
+                item[0](Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
         for _ in self._workers:
             self._tasks.put(None)
 
@@ -305,8 +334,10 @@ class ConsumeMessageConcurrentlyService:
         for m in req.msgs:
             m.properties[PropertyKey.CONSUME_START_TIMESTAMP] = start
         pq.consuming_tasks += 1
-        d = self.runner.run(_call_listener, self.listener, self.with_context, tuple(req.msgs), context)
-        d.addCallback(self._ran, req, context)
+        outcome = self.runner.submit(_call_listener, (self.listener, self.with_context, tuple(req.msgs), context),
+                                     lambda o: self._ran(o, req, context))
+        if outcome is not None:
+            self._ran(outcome, req, context)
 
     def _ran(self, outcome: Outcome, req: _ConcurrentRequest, context: ConsumeConcurrentlyContext) -> Any:
         pq = req.process_queue
@@ -338,7 +369,8 @@ class ConsumeMessageConcurrentlyService:
         if status is ConsumeResult.SUCCESS:
             ack = min(context.ack_index, len(msgs) - 1)
             stats.inc_consume_ok_tps(self.group, topic, ack + 1)
-            stats.inc_consume_failed_tps(self.group, topic, len(msgs) - ack - 1)
+            if ack + 1 < len(msgs):
+                stats.inc_consume_failed_tps(self.group, topic, len(msgs) - ack - 1)
         else:
             ack = -1
             stats.inc_consume_failed_tps(self.group, topic, len(msgs))
@@ -536,19 +568,26 @@ class ConsumeMessageOrderlyService:
                 return self._end(mq, pq)
             context = ConsumeOrderlyContext(mq)
             pq.consuming_tasks += 1
-            d = self.runner.run(_call_listener, self.listener, self.with_context, tuple(msgs), context)
-            if d.called:  # a synchronous (reactor) listener: keep looping without recursion
-                outcome = _take(d)
+
+            def later(outcome: Outcome, msgs: list[MessageExt] = msgs,
+                      context: ConsumeOrderlyContext = context) -> None:
                 step = self._after(outcome, msgs, context, pq, mq)
                 if isinstance(step, Deferred):
                     step.addCallback(self._continue, pq, mq, begin)
-                    return None
-                if not step:
-                    return self._end(mq, pq)
-                continue
-            d.addCallback(self._after, msgs, context, pq, mq)
-            d.addCallback(self._continue, pq, mq, begin)
-            return None
+                else:
+                    self._continue(step, pq, mq, begin)
+
+            outcome = self.runner.submit(_call_listener, (self.listener, self.with_context, tuple(msgs), context),
+                                         later)
+            if outcome is None:
+                return None  # the listener runs elsewhere: ``later`` goes on
+            # a synchronous (reactor) listener: keep looping here, without recursion
+            step = self._after(outcome, msgs, context, pq, mq)
+            if isinstance(step, Deferred):
+                step.addCallback(self._continue, pq, mq, begin)
+                return None
+            if not step:
+                return self._end(mq, pq)
 
     def _continue(self, go_on: bool, pq: ProcessQueue, mq: MessageQueue, begin: int) -> None:
         if go_on:
@@ -663,9 +702,4 @@ class ConsumeMessageOrderlyService:
 
         return self.runner.run(_call_listener, self.listener, self.with_context, (msg,), context).addCallback(done)
 
-
-def _take(d: Deferred[Outcome]) -> Outcome:
-    box: list[Outcome] = []
-    d.addCallback(box.append)
-    return box[0]
 
