@@ -35,6 +35,8 @@ from rmqwire.codec.commands.admin import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionList,
     GetProducerConnectionListRequestHeader,
+    GetSubscriptionGroupConfig,
+    GetSubscriptionGroupConfigRequestHeader,
     OffsetWrapper,
     ProducerConnection,
     SubscriptionGroupConfig,
@@ -69,6 +71,8 @@ from rmqwire.codec.commands.topic import (
     DeleteTopicInBroker,
     DeleteTopicRequestHeader,
     GetAllTopicConfig,
+    GetTopicConfig,
+    GetTopicConfigRequestHeader,
     GetTopicStatsInfo,
     GetTopicStatsInfoRequestHeader,
     TopicOffset,
@@ -164,6 +168,14 @@ class AdminBrokerProcessor(Processor):
     def get_all_topic_config(self, header: Any, body: Any, context: RequestContext) -> Any:
         return self.broker.topic_config_manager.serialize_wrapper_all()
 
+    @GetTopicConfig.responder
+    def get_topic_config(self, header: GetTopicConfigRequestHeader, body: Any, context: RequestContext) -> Any:
+        """The body is Java's TopicConfigAndQueueMapping: the TopicConfig (no static-topic mapping)."""
+        cfg = self.broker.topic_config_manager.select(header.topic)
+        if cfg is None:
+            raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {header.topic}")
+        return Response(body=cfg.encode(standard=False))
+
     @GetTopicStatsInfo.responder
     def get_topic_stats_info(self, header: GetTopicStatsInfoRequestHeader, body: Any, context: RequestContext) -> Any:
         broker = self.broker
@@ -197,6 +209,15 @@ class AdminBrokerProcessor(Processor):
     def get_all_subscription_group(self, header: Any, body: Any, context: RequestContext) -> Any:
         sgm = self.broker.subscription_group_manager
         return SubscriptionGroupWrapper(subscription_group_table=dict(sgm.table), data_version=sgm.data_version)
+
+    @GetSubscriptionGroupConfig.responder
+    def get_subscription_group_config(self, header: GetSubscriptionGroupConfigRequestHeader, body: Any,
+                                      context: RequestContext) -> Any:
+        cfg = self.broker.subscription_group_manager.get(header.group)
+        if cfg is None:
+            raise for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                           f"No group in this broker, client: {context.peer} group: {header.group}")
+        return cfg
 
     @DeleteSubscriptionGroup.responder
     def delete_subscription_group(self, header: DeleteSubscriptionGroupRequestHeader, body: Any,
