@@ -1,0 +1,3 @@
+from tools.bench.consumer.bench import main
+
+raise SystemExit(main())
