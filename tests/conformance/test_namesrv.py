@@ -308,6 +308,7 @@ class TestSideBySide:
                                 (GetSystemTopicListFromNs, {})):
             assert _topic_set(ours, command, **fields) == _topic_set(official, command, **fields)
 
+    @pytest.mark.timeout(1200)  # about 30 mqadmin JVMs, one after another
     def test_mqadmin_prints_the_same(self, both: Setup):
         official, ours = both.cluster.official_namesrv_addr, both.ns.addr
         version = both.cluster.version
@@ -378,6 +379,7 @@ class TestSideBySide:
             assert mine[key] == theirs[key], key
         assert mine["listenPort"] == ours.rsplit(":", 1)[1]
 
+    @pytest.mark.timeout(1200)
     def test_clients_keep_working_when_either_namesrv_stops(self, both: Setup):
         official, ours = both.cluster.official_namesrv_addr, both.ns.addr
         topic = two_broker_topic(both, official)

@@ -5,6 +5,13 @@ A missing ``@CFNotNull`` header field reaches a responder as None, as Java hands
 null; each responder answers what the Java processor answers then (a NullPointerException there
 becomes SYSTEM_ERROR; a lookup of a null key finds nothing). Codes not listed get the
 dispatcher's REQUEST_CODE_NOT_SUPPORTED with Java's remark.
+
+Deviations, on purpose: UNREGISTER_BROKER is applied at once (Java queues it, answering
+SYSTEM_ERROR when its queue of 3000 is full); UPDATE_NAMESRV_CONFIG is refused unless enabled and
+then limited to safe keys, and changes the running config only (Java rewrites the -c file); with
+``clusterTest`` routes carry orderTopicConf in fastjson's default style as Java's
+ClusterTestRequestProcessor writes them, but unknown topics are not looked up in a "product
+environment" NameServer, and other request codes keep their own processors.
 """
 
 from __future__ import annotations
