@@ -64,6 +64,7 @@ from tools.reference.mqadmin import (
     run_mqadmin,
 )
 from tools.reference.wire import request
+from tools.rmqwire_broker import RmqwireBroker
 
 pytestmark = pytest.mark.conformance
 
@@ -533,6 +534,162 @@ def test_official_benchmark_producer_and_consumer(mixed, reference_unavailable):
 
 # --------------------------------------------------------------------------- crashes
 
+#: SIGKILL cycles (each restarts a broker process and runs a send loop: about 1.5 s).
+CRASH_CYCLES = 20
+CRASH_QUEUES = 4
 
-def _sha(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
+
+def crash_body(index: int) -> bytes:
+    """A body that says what it must be: any corruption is detected on read."""
+    head = b"crash-%06d-" % index
+    return head + hashlib.sha256(head).hexdigest().encode() * 8
+
+
+@dataclass
+class Acked:
+    index: int
+    msg_id: str
+    offset_msg_id: str
+
+
+def send_until_killed(namesrv: str, topic: str, broker: RmqwireBroker, first: int, kill_after: int) -> list[Acked]:
+    """Send messages one by one from a thread; SIGKILL the broker once ``kill_after`` were
+    acknowledged; return the acknowledged ones (the loop ends at the first failed send)."""
+    from rmqwire import Message, Producer
+    from rmqwire.errors import RmqwireError
+
+    acked: list[Acked] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def loop() -> None:
+        try:
+            with Producer(unique("pg_crash"), namesrv_addr=namesrv, retry_times_when_send_failed=0,
+                          send_msg_timeout=3000) as p:
+                i = first
+                while not done.is_set():
+                    try:
+                        r = p.send(Message(topic, crash_body(i), tags="TagK", keys=[f"k{i}"]))
+                    except RmqwireError:
+                        return
+                    if r.status.name != "SEND_OK":
+                        return
+                    with lock:
+                        acked.append(Acked(i, r.msg_id or "", r.offset_msg_id or ""))
+                    i += 1
+        finally:
+            done.set()
+
+    t = threading.Thread(target=loop, name="crash-sender", daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(acked) >= kill_after or done.is_set(), 120, f"{kill_after} acknowledged sends")
+        broker.kill()
+    finally:
+        done.set()
+        t.join(60)
+    assert not t.is_alive()
+    with lock:
+        return list(acked)
+
+
+def read_all(namesrv: str, topic: str, broker_name: str) -> dict[int, list[Any]]:
+    """Every stored message of the topic, pulled through the broker: index -> messages."""
+    from rmqwire import QueuePuller
+
+    out: dict[int, list[Any]] = {}
+    with QueuePuller(unique("g_read"), namesrv_addr=namesrv) as puller:
+        for q in range(CRASH_QUEUES):
+            mq = MessageQueue(topic, broker_name, q)
+            offset, end = puller.min_offset(mq), puller.max_offset(mq)
+            while offset < end:
+                r = puller.pull(mq, offset, 32)
+                assert r.status.name == "FOUND", (mq, offset, r.status)
+                for m in r.messages:
+                    index = int(m.body[6:12])
+                    assert m.body == crash_body(index), f"corrupt body at {mq} offset {m.queue_offset}"
+                    out.setdefault(index, []).append(m)
+                offset = r.next_begin_offset
+    return out
+
+
+@pytest.fixture
+def crash_broker(rmqwire_namesrv, tmp_path, request) -> Iterator[RmqwireBroker]:
+    flush = request.param
+    broker = RmqwireBroker(rmqwire_namesrv, {"flushDiskType": flush}, workdir=tmp_path, name=f"crash-{flush}")
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize(("crash_broker", "cycles"), [("SYNC_FLUSH", CRASH_CYCLES), ("ASYNC_FLUSH", 5)],
+                         indirect=["crash_broker"])
+def test_sigkill_during_send_loop_loses_no_acknowledged_message(crash_broker, rmqwire_namesrv, cycles):
+    broker = crash_broker
+    topic = unique("Crash")
+    create_topic(broker.addr, topic, queues=CRASH_QUEUES, namesrv_addr=rmqwire_namesrv)
+    acked: list[Acked] = []
+    for cycle in range(cycles):
+        if cycle:
+            broker.start()
+            wait_for_route(rmqwire_namesrv, topic, queues=CRASH_QUEUES)
+        got = send_until_killed(rmqwire_namesrv, topic, broker, len(acked) + 10_000 * cycle, 30)
+        assert len(got) >= 30
+        acked += got
+        assert (broker.store_dir / "abort").exists()  # it did not shut down cleanly
+    broker.start()
+    wait_for_route(rmqwire_namesrv, topic, queues=CRASH_QUEUES)
+    stored = read_all(rmqwire_namesrv, topic, broker.name)
+    missing = [a.index for a in acked if a.index not in stored]
+    assert missing == [], f"{len(missing)} acknowledged messages lost"
+    for a in acked:
+        assert any(m.msg_id == a.msg_id and m.offset_msg_id == a.offset_msg_id for m in stored[a.index])
+    assert broker.stop() == 0
+
+
+def test_torn_tail_is_recovered(rmqwire_namesrv, tmp_path):
+    """A killed broker whose commit log ends in half a record (a torn append) starts again: the
+    half record is cut off, every acknowledged message is served, the next send goes there."""
+    broker = RmqwireBroker(rmqwire_namesrv, {"flushDiskType": "SYNC_FLUSH"}, workdir=tmp_path, name="torn")
+    try:
+        broker.start()
+        topic = unique("Torn")
+        create_topic(broker.addr, topic, queues=CRASH_QUEUES, namesrv_addr=rmqwire_namesrv)
+        from rmqwire import Message, Producer
+
+        with Producer(unique("pg_torn"), namesrv_addr=rmqwire_namesrv) as p:
+            acked = [p.send(Message(topic, crash_body(i))) for i in range(20)]
+        info = _runtime_info(broker.addr)
+        end = int(info["commitLogMaxOffset"])
+        broker.kill()
+        segment = 64 * 1024 * 1024
+        path = broker.store_dir / "commitlog" / f"{end // segment * segment:020d}"
+        torn = bytearray(40)
+        torn[0:4] = (300).to_bytes(4, "big")           # TOTALSIZE of a record never finished
+        torn[4:8] = bytes.fromhex("DAA320A7")          # MAGIC v1
+        torn[8:40] = b"\xab" * 32
+        with open(path, "r+b") as f:
+            f.seek(end % segment)
+            f.write(torn)
+        broker.start()
+        wait_for_route(rmqwire_namesrv, topic, queues=CRASH_QUEUES)
+        stored = read_all(rmqwire_namesrv, topic, broker.name)
+        assert sorted(stored) == list(range(20))
+        assert {m.msg_id for ms in stored.values() for m in ms} == {r.msg_id for r in acked}
+        with Producer(unique("pg_torn2"), namesrv_addr=rmqwire_namesrv) as p:
+            r = p.send(Message(topic, crash_body(20)))
+        from rmqwire.codec.ids import parse_offset_msg_id
+
+        assert parse_offset_msg_id(r.offset_msg_id).commit_log_offset == end
+        assert broker.stop() == 0
+    finally:
+        broker.stop()
+
+
+def _runtime_info(broker_addr: str) -> dict[str, str]:
+    from rmqwire.codec.commands.namesrv import KVTable
+
+    reply = request(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert reply.code == ResponseCode.SUCCESS
+    return KVTable.decode(reply.body).table or {}
