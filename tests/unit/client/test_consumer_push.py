@@ -1,0 +1,431 @@
+"""The Twisted push consumer core against an in-memory NameServer and broker (consumer_broker on
+fake_cluster's World): rebalance, pull loop, offsets, retries, orderly locks, broadcast offsets,
+the broker's requests to the client, shutdown. Time is the World's MemoryReactorClock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from consumer_broker import ConsumerWorld
+from twisted.trial.unittest import SynchronousTestCase
+
+from rmqwire.client.consumer.listener import ConsumeResult
+from rmqwire.client.consumer.processor import ConsumerClientProcessor
+from rmqwire.client.consumer.push_consumer import PushConsumer
+from rmqwire.client.instance import ClientManager
+from rmqwire.codec.commands.consumer import (
+    ConsumeMessageDirectlyResult,
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusBody,
+    GetConsumerStatusRequestHeader,
+)
+from rmqwire.codec.commands.offset import ResetOffsetRequestHeader
+from rmqwire.codec.commands.consumer import ResetOffsetBodyForClient
+from rmqwire.codec.message import MessageExt, encode_message
+from rmqwire.errors import BrokerResponseError
+from rmqwire.model import ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue
+from rmqwire.remoting.dispatcher import RequestContext
+
+_t = SynchronousTestCase()
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+
+
+def settle(w: ConsumerWorld, seconds: float, step: float = 0.05) -> None:
+    """Let the world run for ``seconds`` of its clock."""
+    w.run()
+    for _ in range(int(seconds / step)):
+        w.advance(step)
+
+
+class Recorder:
+    def __init__(self, result: Any = ConsumeResult.SUCCESS) -> None:
+        self.msgs: list[MessageExt] = []
+        self.calls = 0
+        self.result = result
+
+    def __call__(self, msgs: list[MessageExt], context: Any) -> Any:
+        self.calls += 1
+        self.msgs.extend(msgs)
+        r = self.result
+        return r(msgs, context) if callable(r) else r
+
+
+def consumer(w: ConsumerWorld, group: str = "cg", topic: str = "T", listener: Any = None, *,
+             orderly: bool = False, manager: ClientManager | None = None, expression: Any = "*",
+             **options: Any) -> PushConsumer:
+    options.setdefault("client_ip", "10.0.0.1")
+    options.setdefault("consume_from_where", FIRST)
+    c = PushConsumer(w.reactor, group, namesrv_addr=w.namesrv_addr, manager=manager, **options)
+    c.subscribe(topic, expression)
+    c.register_listener(listener or Recorder(), orderly=orderly)
+    d = c.start()
+    w.run()
+    _t.successResultOf(d)
+    return c
+
+
+def client_timers(w: ConsumerWorld) -> list[Any]:
+    """Delayed calls of rmqwire's client code (not of the fake broker's held pulls)."""
+    def module(f: Any) -> str:
+        return getattr(getattr(f, "__func__", f), "__module__", "") or ""
+
+    return [c for c in w.reactor.getDelayedCalls() if c.active() and module(c.func).startswith("rmqwire.client")]
+
+
+def stop(w: ConsumerWorld, c: PushConsumer) -> None:
+    d = c.shutdown()
+    settle(w, 1)
+    _t.successResultOf(d)
+
+
+@pytest.fixture
+def w() -> ConsumerWorld:
+    world = ConsumerWorld()
+    world.add_topic("T", 4)
+    return world
+
+
+def test_consumes_every_message_once_and_commits_the_offsets(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    sent = [b.put("T", q, f"m{q}-{i}".encode(), tags="TagA") for q in range(4) for i in range(5)]
+    rec = Recorder()
+    c = consumer(w, listener=rec)
+    settle(w, 3)
+    assert sorted(m.body for m in rec.msgs) == sorted(m.body for m in sent)
+    got = rec.msgs[0]
+    assert got.broker_name == "broker-a" and got.properties["MAX_OFFSET"] == "5"
+    assert got.properties["MIN_OFFSET"] == "0" and "CONSUME_START_TIME" in got.properties
+    # every queue's offset reaches the broker (oneway persist every 5 s, after the first 10 s)
+    settle(w, 11)
+    assert {k: v for k, v in b.offsets.items() if k[1] == "T"} == {("cg", "T", q): 5 for q in range(4)}
+    stop(w, c)
+    assert any(u.consumer_group == "cg" for u in b.unregisters)
+    assert not client_timers(w), "client timers left after shutdown"
+
+
+def test_heartbeat_carries_the_subscriptions_and_the_retry_topic(w: ConsumerWorld) -> None:
+    c = consumer(w, expression="TagA || TagB")
+    settle(w, 2)
+    hb = w.cb["broker-a"].heartbeats[-1]
+    (cd,) = [cd for cd in hb.consumer_data_set if cd.group_name == "cg"]
+    assert cd.consume_type is ConsumeType.CONSUME_PASSIVELY
+    assert cd.message_model is MessageModel.CLUSTERING and cd.consume_from_where is FIRST
+    subs = {sd.topic: sd for sd in cd.subscription_data_set}
+    assert subs["T"].tags_set == ["TagA", "TagB"] and subs["T"].code_set == [2598919, 2598920]
+    assert subs["%RETRY%cg"].sub_string == "*"
+    assert [p.group_name for p in hb.producer_data_set] == ["CLIENT_INNER_PRODUCER"]
+    stop(w, c)
+
+
+def test_pull_header_sysflag_and_long_polling(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    w.add_topic("%RETRY%cg", 1)
+    rec = Recorder()
+    c = consumer(w, listener=rec)
+    settle(w, 3)
+    pulls = [h for code, h in b.pulls if h.topic == "T"]
+    first = pulls[0]
+    assert first.max_msg_nums == 32 and first.suspend_timeout_millis == 15000
+    assert first.sys_flag & 0x2 and not first.sys_flag & 0x4  # SUSPEND, no SUBSCRIPTION
+    assert first.max_msg_bytes == 256 * 1024 and first.bname == "broker-a"
+    held = len(b.held)
+    assert held == 5  # four queues and the retry queue wait at the broker
+    b.put("T", 2, b"late")
+    w.run()
+    settle(w, 0.2)
+    assert [m.body for m in rec.msgs] == [b"late"]
+    # the next pull carries the consumed offset (COMMIT_OFFSET)
+    w.advance(6)
+    later = [h for code, h in b.pulls if h.topic == "T" and h.queue_id == 2][-1]
+    assert later.sys_flag & 0x1 and later.commit_offset == 1
+    stop(w, c)
+
+
+def test_tags_filtered_again_on_the_client(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    for i, tag in enumerate(["TagA", "TagB", "TagC", "TagA"]):
+        b.put("T", 0, f"t{i}".encode(), tags=tag)
+    rec = Recorder()
+    c = consumer(w, listener=rec, expression="TagA")
+    settle(w, 3)
+    assert [m.body for m in rec.msgs] == [b"t0", b"t3"]
+    stop(w, c)
+
+
+def test_flow_control_stops_pulling_over_the_queue_threshold(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [b"x"] * 40)
+    blocked: list[Any] = []
+
+    def slow(msgs: list[MessageExt], context: Any) -> Any:
+        from twisted.internet.defer import Deferred
+
+        d: Deferred[Any] = Deferred()
+        blocked.append(d)
+        return d
+
+    c = consumer(w, listener=Recorder(slow), pull_threshold_for_queue=10, pull_batch_size=16)
+    settle(w, 3)
+    pulls_q0 = [h for code, h in b.pulls if h.topic == "T" and h.queue_id == 0]
+    # 16 cached > 10: no second pull while the listener holds them (re-checked every 50 ms)
+    assert len(pulls_q0) == 1 and c.queue_flow_control_times > 10
+    for d in blocked:
+        d.callback(ConsumeResult.SUCCESS)
+    settle(w, 1)
+    assert len([h for code, h in b.pulls if h.topic == "T" and h.queue_id == 0]) > 1
+    stop(w, c)
+
+
+def test_reconsume_later_sends_back_and_the_retry_comes_back(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    w.add_topic("%RETRY%cg", 1)
+    orig = b.put("T", 1, b"fail-once")
+
+    def once(msgs: list[MessageExt], context: Any) -> ConsumeResult:
+        return ConsumeResult.SUCCESS if msgs[0].reconsume_times else ConsumeResult.RECONSUME_LATER
+
+    rec = Recorder(once)
+    c = consumer(w, listener=rec)
+    settle(w, 4)
+    (back,) = b.send_backs
+    assert (back.offset, back.group, back.delay_level, back.max_reconsume_times) == (
+        orig.commit_log_offset, "cg", 0, 16)
+    assert back.origin_msg_id == orig.unique_key and back.origin_topic == "T"
+    assert [m.reconsume_times for m in rec.msgs] == [0, 1]
+    assert rec.msgs[1].topic == "T"  # %RETRY%cg hidden behind RETRY_TOPIC
+    # the failed message's offset moved on (it lives in the retry topic now)
+    settle(w, 11)
+    assert b.offsets[("cg", "T", 1)] == 1
+    stop(w, c)
+
+
+def test_failed_send_back_falls_back_to_a_retry_topic_send(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    w.add_topic("%RETRY%cg", 1)
+    b.fail_send_back = True
+    b.put("T", 0, b"poison", properties={"k": "v"})
+    rec = Recorder(lambda msgs, ctx: ConsumeResult.RECONSUME_LATER if not msgs[0].reconsume_times
+                   else ConsumeResult.SUCCESS)
+    c = consumer(w, listener=rec)
+    settle(w, 4)
+    (sent,) = [m for m in b.retry_sends if m.topic == "%RETRY%cg"]
+    p = sent.properties
+    assert (p["RETRY_TOPIC"], p["RECONSUME_TIME"], p["MAX_RECONSUME_TIMES"], p["DELAY"], p["k"]) == (
+        "T", "1", "16", "3", "v")
+    assert p["ORIGIN_MESSAGE_ID"] == rec.msgs[0].unique_key
+    stop(w, c)
+
+
+def test_ack_index_acks_a_prefix_of_the_batch(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    w.add_topic("%RETRY%cg", 1)
+    b.put_many("T", 0, [b"a", b"b", b"c"])
+
+    def partial(msgs: list[MessageExt], context: Any) -> ConsumeResult:
+        if len(msgs) == 3:
+            context.ack_index = 0
+        return ConsumeResult.SUCCESS
+
+    c = consumer(w, listener=Recorder(partial), consume_message_batch_max_size=3)
+    settle(w, 3)
+    assert [w.cb["broker-a"].by_offset(s.offset).body for s in b.send_backs] == [b"b", b"c"]
+    stop(w, c)
+
+
+def test_offset_moved_pins_the_broker_offset_and_recreates_the_queue(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 3, [b"x"] * 3)
+    b.offsets[("cg", "T", 3)] = 50  # beyond the queue's end
+    rec = Recorder()
+    c = consumer(w, listener=rec)
+    settle(w, 4)
+    moved = [u for u in b.offset_updates if (u.topic, u.queue_id) == ("T", 3)]
+    assert moved and moved[0].commit_offset == 3  # the broker's next offset, persisted at once
+    pq = c.rebalance.process_queue_table[MessageQueue("T", "broker-a", 3)]
+    assert not pq.dropped
+    b.put("T", 3, b"after")
+    settle(w, 1)
+    assert [m.body for m in rec.msgs if m.queue_id == 3] == [b"after"]
+    stop(w, c)
+
+
+def test_consume_from_where_decides_where_a_new_queue_starts(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [b"old"] * 4)
+    last = Recorder()
+    c1 = consumer(w, "g-last", listener=last, consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
+    settle(w, 3)
+    b.put("T", 0, b"new")
+    settle(w, 1)
+    assert [m.body for m in last.msgs] == [b"new"]
+    stop(w, c1)
+    ts = Recorder()
+    w.advance(5)
+    cut = int(w.reactor.seconds() * 1000)
+    w.advance(5)
+    b.put("T", 0, b"after-cut")
+    c2 = consumer(w, "g-ts", listener=ts, consume_from_where=ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+                  consume_timestamp=cut)
+    settle(w, 3)
+    assert [m.body for m in ts.msgs] == [b"after-cut"]
+    stop(w, c2)
+
+
+def test_two_consumers_split_the_queues_and_take_over_when_one_leaves(w: ConsumerWorld) -> None:
+    manager = ClientManager(w.reactor)
+    a = consumer(w, instance_name="a", manager=manager)
+    bb = consumer(w, instance_name="b", manager=manager)
+    settle(w, 3)
+    qa = {mq.queue_id for mq in a.rebalance.process_queue_table if mq.topic == "T"}
+    qb = {mq.queue_id for mq in bb.rebalance.process_queue_table if mq.topic == "T"}
+    assert (qa, qb) == ({0, 1}, {2, 3})  # 10.0.0.1@a < 10.0.0.1@b: Java's averagely split
+    stop(w, a)
+    settle(w, 2)  # NOTIFY_CONSUMER_IDS_CHANGED: b rebalances at once
+    assert {mq.queue_id for mq in bb.rebalance.process_queue_table if mq.topic == "T"} == {0, 1, 2, 3}
+    stop(w, bb)
+
+
+def test_orderly_locks_queues_consumes_in_order_and_retries_locally(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [f"{i}".encode() for i in range(6)])
+    seen: list[tuple[bytes, int]] = []
+
+    def flaky(msgs: list[MessageExt], context: Any) -> ConsumeResult:
+        m = msgs[0]
+        seen.append((m.body, m.reconsume_times))
+        if m.body == b"2" and m.reconsume_times < 2:
+            return ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeResult.SUCCESS
+
+    c = consumer(w, listener=Recorder(flaky), orderly=True)
+    settle(w, 6)
+    assert all(b.locks.get(("cg", MessageQueue("T", "broker-a", q))) == c.instance.client_id for q in range(4))
+    assert [s for s, _ in seen] == [b"0", b"1", b"2", b"2", b"2", b"3", b"4", b"5"]
+    assert [r for body, r in seen if body == b"2"] == [0, 1, 2]
+    assert not b.send_backs  # orderly retries stay local
+    stop(w, c)
+    assert b.unlock_requests and not [k for k in b.locks if k[0] == "cg"]
+
+
+def test_orderly_does_not_consume_a_queue_it_could_not_lock(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.refuse_locks = True
+    b.put("T", 0, b"x")
+    rec = Recorder()
+    c = consumer(w, listener=rec, orderly=True)
+    settle(w, 5)
+    assert rec.msgs == [] and not c.rebalance.process_queue_table
+    b.refuse_locks = False
+    settle(w, 3)
+    assert [m.body for m in rec.msgs] == [b"x"]
+    stop(w, c)
+
+
+def test_broadcasting_keeps_offsets_in_a_local_file(w: ConsumerWorld, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR", str(tmp_path))
+    b = w.cb["broker-a"]
+    b.put_many("T", 1, [b"x"] * 3)
+    c = consumer(w, message_model=MessageModel.BROADCASTING)
+    settle(w, 3)
+    assert "%RETRY%cg" not in c.rebalance.subscription_inner
+    stop(w, c)
+    text = (tmp_path / "10.0.0.1@DEFAULT" / "cg" / "offsets.json").read_text()
+    assert '{"brokerName":"broker-a","queueId":1,"topic":"T"}:3' in text
+    assert not [k for k in b.offsets if k[0] == "cg"]
+    # a restarted broadcasting consumer goes on from the file
+    rec = Recorder()
+    c2 = consumer(w, message_model=MessageModel.BROADCASTING, listener=rec)
+    b.put("T", 1, b"y")
+    settle(w, 3)
+    assert [m.body for m in rec.msgs] == [b"y"]
+    stop(w, c2)
+
+
+# ---- the broker's requests ---------------------------------------------------------------------
+
+
+def _processor(c: PushConsumer) -> ConsumerClientProcessor:
+    assert c.instance is not None
+    return ConsumerClientProcessor(c.instance)
+
+
+def test_running_info_status_and_unknown_group(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [b"x"] * 2)
+    c = consumer(w)
+    settle(w, 3)
+    p = _processor(c)
+    ctx = RequestContext("127.0.0.1:10911")
+    r = p.get_consumer_running_info(
+        GetConsumerRunningInfoRequestHeader(consumer_group="cg", client_id=c.instance.client_id,
+                                            jstack_enable=True), None, ctx)
+    info = r.body
+    props = info.properties
+    assert props["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY" and props["PROP_CONSUMEORDERLY"] == "false"
+    assert props["PROP_CLIENT_VERSION"] == "V5_3_3" and props["PROP_NAMESERVER_ADDR"] == "127.0.0.1:9876;"
+    assert props["consumeThreadMin"] == "20" and props["messageModel"] == "CLUSTERING"
+    assert info.mq_table[MessageQueue("T", "broker-a", 0)].commit_offset == 2
+    assert {sd.topic for sd in info.subscription_set} == {"T", "%RETRY%cg"}
+    assert "Thread:" in info.jstack
+    decoded = type(info).decode(info.encode())
+    assert decoded.mq_table.keys() == info.mq_table.keys()
+    with pytest.raises(BrokerResponseError, match="The Consumer Group <nope> not exist in this consumer"):
+        p.get_consumer_running_info(GetConsumerRunningInfoRequestHeader(
+            consumer_group="nope", client_id="x", jstack_enable=False), None, ctx)
+    status = GetConsumerStatusBody.decode(p.get_consumer_status(
+        GetConsumerStatusRequestHeader(topic="T", group="cg"), None, ctx))
+    assert status.message_queue_table[MessageQueue("T", "broker-a", 0)] == 2
+    stop(w, c)
+
+
+def test_consume_message_directly_runs_the_listener(w: ConsumerWorld) -> None:
+    rec = Recorder(ConsumeResult.RECONSUME_LATER)
+    c = consumer(w, listener=rec)
+    settle(w, 2)
+    msg = w.cb["broker-a"].put("Other", 0, b"direct")
+    d = _processor(c).consume_message_directly(
+        ConsumeMessageDirectlyResultRequestHeader(consumer_group="cg", broker_name="broker-a"),
+        encode_message(msg), RequestContext("x"))
+    result = ConsumeMessageDirectlyResult.decode(_t.successResultOf(d))
+    assert (result.consume_result, result.order, result.auto_commit) == ("CR_LATER", False, True)
+    assert rec.msgs[-1].body == b"direct"
+    stop(w, c)
+
+
+def test_reset_offset_moves_a_running_consumer(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [f"{i}".encode() for i in range(5)])
+    rec = Recorder()
+    c = consumer(w, listener=rec)
+    settle(w, 3)
+    assert len(rec.msgs) == 5
+    body = ResetOffsetBodyForClient(offset_table={MessageQueue("T", "broker-a", 0): 2}).encode()
+    d = _processor(c).reset_offset(ResetOffsetRequestHeader(group="cg", topic="T", timestamp=0, is_force=True),
+                                   body, RequestContext("x"))
+    settle(w, 3)
+    _t.successResultOf(d)
+    assert [m.body for m in rec.msgs[5:]] == [b"2", b"3", b"4"]
+    stop(w, c)
+
+
+def test_start_failures_are_reported(w: ConsumerWorld) -> None:
+    c = PushConsumer(w.reactor, "cg", namesrv_addr=w.namesrv_addr)
+    c.subscribe("T")
+    _t.failureResultOf(c.start())  # no listener
+    c2 = PushConsumer(w.reactor, "DEFAULT_CONSUMER", namesrv_addr=w.namesrv_addr)
+    c2.register_listener(Recorder())
+    _t.failureResultOf(c2.start())
+    with pytest.raises(TypeError, match="unknown push consumer option"):
+        PushConsumer(w.reactor, "cg", bogus=1)
+    manager = ClientManager(w.reactor)
+    first = consumer(w, instance_name="same", manager=manager)
+    again = PushConsumer(w.reactor, "cg", namesrv_addr=w.namesrv_addr, manager=manager, instance_name="same",
+                         client_ip="10.0.0.1")
+    again.register_listener(Recorder())
+    f = _t.failureResultOf(again.start())
+    assert "has been created before" in str(f.value)
+    stop(w, first)
