@@ -5,7 +5,10 @@
 # RocketMQ image for the container backend (scripts/docker-engine.sh, tools/reference/image.py);
 # where Docker cannot be had it says why and goes on (the docker tests then skip).
 # Idempotent: a second run reuses what is there. Prints the time each stage took.
+# --main-only (scripts/run.sh): only what the main job needs, the venv with the package.
 set -euo pipefail
+MAIN_ONLY=0
+[ "${1:-}" = "--main-only" ] && MAIN_ONLY=1
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PYTHON:-python3}
@@ -18,12 +21,14 @@ need=()
 command -v "$PY" >/dev/null || need+=(python3)
 # Debian/Ubuntu ship venv/ensurepip separately; without it `python3 -m venv` fails.
 command -v "$PY" >/dev/null && "$PY" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+if [ $MAIN_ONLY = 0 ]; then
 [ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/javac ] || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need+=(maven)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 # test.sh checks with pgrep that no JVM outlives the tests; without procps that check is silently void.
 command -v pgrep >/dev/null || need+=(procps)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=()
   if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=(sudo -n); fi
@@ -39,8 +44,21 @@ done_stage
 
 stage "python venv"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+if [ $MAIN_ONLY = 1 ]; then
+  # The install is editable: only a changed pyproject.toml needs it again.
+  stamp=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  if [ "$(cat .venv/.rmqwire-installed 2>/dev/null)" != "$stamp" ]; then
+    # An old distribution pip may not build editable pyproject installs: upgrade it only then.
+    .venv/bin/python -m pip install -q -e . 2>/dev/null \
+      || { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e .; }
+    echo "$stamp" > .venv/.rmqwire-installed
+  fi
+  done_stage
+  exit 0
+fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+sha256sum pyproject.toml | cut -d' ' -f1 > .venv/.rmqwire-installed
 done_stage
 
 stage "official RocketMQ jars (Maven Central)"
