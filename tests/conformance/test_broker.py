@@ -37,16 +37,15 @@ import pytest
 
 from rmqwire.client.blocking import call, ensure_reactor
 from rmqwire.codec import RequestCode, ResponseCode
+from rmqwire.model import MessageQueue
 from rmqwire.server.broker import Broker, BrokerSettings
 from rmqwire.server.namesrv import NameServer, NamesrvSettings
-from rmqwire.model import MessageQueue
 from tools.peers.cpp_peer import CppPeer, CppPeerUnavailable
 from tools.peers.java_peer import JavaPeer
 from tools.peers.node_peer import NodePeer, NodePeerUnavailable
 from tools.peers.records import ReceivedRecord, SentRecord
 from tools.peers.topics import create_topic, wait_for_route
 from tools.reference import jars
-from tools.reference.cluster import ReferenceCluster, _live
 from tools.reference.benchmark import (
     ensure_benchmark_jars,
     parse_consumer_reports,
@@ -54,6 +53,7 @@ from tools.reference.benchmark import (
     run_producer,
     start_consumer,
 )
+from tools.reference.cluster import ReferenceCluster, _live
 from tools.reference.jars import ReferenceUnavailable
 from tools.reference.mqadmin import (
     parse_cluster_list,

@@ -1,0 +1,457 @@
+"""The broker's processors code by code, over a real store in a temporary directory, answered
+through a Java-like dispatcher on a fake clock (no sockets): send checks and answers, pull
+statuses, long polling (woken by an arrival, answered at its deadline, dropped with its channel),
+offsets, heartbeats and NOTIFY_CONSUMER_IDS_CHANGED, admin codes, and malformed requests answered
+with an error code instead of a crash."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet import defer
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+
+from rmqwire.codec import (
+    LanguageCode,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    fastjson,
+)
+from rmqwire.codec.commands.admin import (
+    GetBrokerConfig,
+    GetBrokerRuntimeInfo,
+    SubscriptionGroupConfig,
+    UpdateAndCreateSubscriptionGroup,
+    UpdateBrokerConfig,
+)
+from rmqwire.codec.commands.consumer import (
+    GetConsumerListByGroup,
+    GetConsumerListByGroupResponseBody,
+)
+from rmqwire.codec.commands.heartbeat import (
+    ConsumerData,
+    HeartBeat,
+    HeartbeatData,
+    ProducerData,
+    UnregisterClient,
+    build_subscription_data,
+)
+from rmqwire.codec.commands.offset import (
+    GetMaxOffset,
+    QueryConsumerOffset,
+    UpdateConsumerOffset,
+)
+from rmqwire.codec.commands.pull import PullMessage, PullSysFlag
+from rmqwire.codec.commands.query import ViewMessageById
+from rmqwire.codec.commands.send import (
+    SendBatchMessage,
+    SendMessageRequestHeader,
+    SendMessageV2,
+)
+from rmqwire.codec.commands.topic import (
+    DeleteTopicInBroker,
+    GetAllTopicConfig,
+    TopicConfigSerializeWrapper,
+    UpdateAndCreateTopic,
+)
+from rmqwire.codec.ids import parse_offset_msg_id
+from rmqwire.codec.message import (
+    Message,
+    decode_messages,
+    encode_batch,
+    encode_properties,
+)
+from rmqwire.model import ConsumeFromWhere, ConsumeType, MessageModel
+from rmqwire.remoting.config import JAVA_SERVER_CONFIG
+from rmqwire.remoting.dispatcher import Dispatcher, RequestContext
+from rmqwire.server.broker import Broker, BrokerSettings
+
+PEER = "127.0.0.1:50000"
+
+
+class FakeChannel:
+    """A client connection: records what the broker sends it, closes on demand."""
+
+    def __init__(self, peer: str = PEER) -> None:
+        self.peer = peer
+        self.is_open = True
+        self.oneway: list[RemotingCommand] = []
+        self._closed: list[Deferred[None]] = []
+
+    def invoke(self, cmd: RemotingCommand, timeout: float) -> Deferred[RemotingCommand]:
+        raise AssertionError("the broker made a two-way call")
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> Deferred[None]:
+        self.oneway.append(cmd)
+        return defer.succeed(None)
+
+    def when_closed(self) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        self._closed.append(d)
+        return d
+
+    def close(self) -> None:
+        self.is_open = False
+        for d in self._closed:
+            d.callback(None)
+
+
+@dataclasses.dataclass
+class Harness:
+    broker: Broker
+    clock: Clock
+    dispatcher: Dispatcher
+    channel: FakeChannel
+
+    def raw(self, request: RemotingCommand, channel: FakeChannel | None = None) -> Deferred[Any]:
+        ch = channel or self.channel
+        return self.dispatcher.dispatch(request.with_opaque(7), RequestContext(peer=ch.peer, channel=ch))
+
+    def pending(self, command: Any, header: Any = None, *, body: Any = None, channel: FakeChannel | None = None,
+                **fields: Any) -> Deferred[Any]:
+        req = command.request(header, body, language=LanguageCode.JAVA, **fields)
+        return self.raw(req, channel)
+
+    def answer(self, command: Any, header: Any = None, *, body: Any = None, channel: FakeChannel | None = None,
+               **fields: Any) -> RemotingCommand:
+        return result_of(self.pending(command, header, body=body, channel=channel, **fields))
+
+    def send(self, topic: str, body: bytes = b"hello", *, tags: str | None = "TagA", queue_id: int = 0,
+             default_topic: str = "TBW102", props: dict[str, str] | None = None) -> RemotingCommand:
+        properties = {"WAIT": "true", **({"TAGS": tags} if tags else {}), **(props or {})}
+        header = SendMessageRequestHeader(
+            producer_group="pg", topic=topic, default_topic=default_topic, default_topic_queue_nums=4,
+            queue_id=queue_id, sys_flag=0, born_timestamp=1_700_000_000_000, flag=0,
+            properties=encode_properties(properties), reconsume_times=0, unit_mode=False, batch=False,
+        )
+        return self.answer(SendMessageV2, header.to_v2(), body=body)
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        r = self.answer(UpdateAndCreateTopic, topic=topic, default_topic="TBW102", read_queue_nums=queues,
+                        write_queue_nums=queues, perm=6, topic_filter_type="SINGLE_TAG", topic_sys_flag=0,
+                        order=False)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+
+    def pull(self, topic: str, offset: int, *, queue_id: int = 0, group: str = "cg", sub: str = "*",
+             suspend: bool = False, timeout_ms: int = 15_000, commit_offset: int | None = None,
+             channel: FakeChannel | None = None) -> Deferred[Any]:
+        flag = PullSysFlag.build(subscription=True, suspend=suspend, commit_offset=commit_offset is not None)
+        return self.pending(
+            PullMessage, consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset,
+            max_msg_nums=32, sys_flag=int(flag), commit_offset=commit_offset or 0,
+            suspend_timeout_millis=timeout_ms, subscription=sub, sub_version=0, expression_type="TAG",
+            channel=channel)
+
+
+def result_of(d: Deferred[Any]) -> Any:
+    results: list[Any] = []
+    d.addBoth(results.append)
+    assert results, "the answer is still pending"
+    (r,) = results
+    if hasattr(r, "raiseException"):
+        r.raiseException()
+    return r
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    clock = Clock()
+    settings = BrokerSettings.from_properties({
+        "brokerName": "broker-t", "brokerIP1": "127.0.0.1", "listenPort": "10911",
+        "storePathRootDir": str(tmp_path / "store"), "mappedFileSizeCommitLog": str(1 << 20),
+        "mappedFileSizeConsumeQueue": str(1000 * 20),
+    })
+    broker = Broker(clock, settings)
+    broker.store.load()
+    broker.topic_config_manager.load()
+    broker.store.add_arrival_listener(broker.pull_hold_service.on_arrival)
+    broker.store.start()
+    broker.pull_hold_service.start()
+    dispatcher = Dispatcher.for_config(
+        JAVA_SERVER_CONFIG, broker.admin_processor, broker.send_processor, broker.pull_processor,
+        broker.consumer_manage_processor, broker.client_manage_processor)
+    try:
+        yield Harness(broker, clock, dispatcher, FakeChannel())
+    finally:
+        broker.pull_hold_service.stop()
+        broker.store.shutdown()
+
+
+# --------------------------------------------------------------------------- send
+
+
+def test_send_answers_as_java(h: Harness) -> None:
+    h.create_topic("T1")
+    r = h.send("T1", b"payload", queue_id=2)
+    assert r.code == ResponseCode.SUCCESS
+    ext = r.ext_fields
+    assert ext["MSG_REGION"] == "DefaultRegion" and ext["TRACE_ON"] == "true"
+    assert ext["queueId"] == "2" and ext["queueOffset"] == "0"
+    oid = parse_offset_msg_id(ext["msgId"])
+    assert oid.store_host == ("127.0.0.1", 10911) and oid.commit_log_offset == 0
+    assert r.language == LanguageCode.JAVA and r.version == 479
+    got = h.answer(ViewMessageById, offset=0)
+    (m,) = decode_messages(got.body)
+    assert m.body == b"payload" and m.topic == "T1" and m.queue_id == 2 and m.tags == "TagA"
+    assert m.properties["CLUSTER"] == "DefaultCluster"
+    assert ext["transactionId"] == m.properties["UNIQ_KEY"]  # stamped by the broker
+    assert m.born_host == ("127.0.0.1", 50000) and m.born_timestamp == 1_700_000_000_000
+
+
+@pytest.mark.parametrize(("topic", "code", "remark"), [
+    ("bad/topic", ResponseCode.INVALID_PARAMETER, "contains illegal characters"),
+    ("", ResponseCode.INVALID_PARAMETER, "The specified topic is blank."),
+    ("x" * 128, ResponseCode.INVALID_PARAMETER, "longer than topic max length"),
+    ("SCHEDULE_TOPIC_XXXX", ResponseCode.NO_PERMISSION, "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden."),
+])
+def test_send_refusals(h: Harness, topic: str, code: int, remark: str) -> None:
+    r = h.send(topic)
+    assert (r.code, r.ext_fields["MSG_REGION"]) == (code, "DefaultRegion")
+    assert remark in r.remark
+
+
+def test_unknown_topic_without_inheritable_default(h: Harness) -> None:
+    r = h.send("Nope", default_topic="NotATopic")
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST
+    assert r.remark.startswith("topic[Nope] not exist, apply first please!")
+    h.create_topic("T2", queues=2)
+    r = h.send("T2", queue_id=2)
+    assert r.code == ResponseCode.INVALID_PARAMETER and r.remark.startswith("request queueId[2] is illegal")
+
+
+def test_auto_create_from_tbw102_is_persisted(h: Harness) -> None:
+    r = h.send("AutoT", queue_id=-1)
+    assert r.code == ResponseCode.SUCCESS and 0 <= int(r.ext_fields["queueId"]) < 4
+    cfg = h.broker.topic_config_manager.select("AutoT")
+    assert (cfg.read_queue_nums, cfg.write_queue_nums, cfg.perm) == (4, 4, 6)
+    tree = fastjson.loads((h.broker.topic_config_manager.file.path).read_bytes())
+    assert tree["topicConfigTable"]["AutoT"]["perm"] == 6
+
+
+def test_batch_send(h: Harness) -> None:
+    h.create_topic("TB")
+    batch = encode_batch([Message("TB", b"m%d" % i, properties={"UNIQ_KEY": f"ID{i}"}) for i in range(3)])
+    header = SendMessageRequestHeader(
+        producer_group="pg", topic="TB", default_topic="TBW102", default_topic_queue_nums=4, queue_id=1,
+        sys_flag=0, born_timestamp=1, flag=0, properties=encode_properties({"UNIQ_KEY": "BATCH"}),
+        reconsume_times=0, unit_mode=False, batch=True)
+    r = h.answer(SendBatchMessage, header.to_v2(), body=batch)
+    assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "0"
+    assert len(r.ext_fields["msgId"].split(",")) == 3 and r.ext_fields["transactionId"] == "BATCH"
+    found = h.pull("TB", 0, queue_id=1)
+    msgs = decode_messages(result_of(found).body)
+    assert [m.body for m in msgs] == [b"m0", b"m1", b"m2"] and [m.queue_offset for m in msgs] == [0, 1, 2]
+    assert {m.properties["UNIQ_KEY"] for m in msgs} == {"BATCH"}  # the batch's own, as 5.3.3
+
+
+# --------------------------------------------------------------------------- pull
+
+
+def test_pull_statuses(h: Harness) -> None:
+    h.create_topic("TP")
+    empty = result_of(h.pull("TP", 0))
+    assert (empty.code, empty.remark) == (ResponseCode.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE")
+    moved = result_of(h.pull("TP", 5))
+    assert (moved.code, moved.ext_fields["nextBeginOffset"]) == (ResponseCode.PULL_OFFSET_MOVED, "0")
+    h.send("TP", tags="TagA")
+    h.send("TP", tags="TagB")
+    found = result_of(h.pull("TP", 0))
+    assert (found.code, found.remark) == (ResponseCode.SUCCESS, "FOUND")
+    assert found.ext_fields["nextBeginOffset"] == "2" and found.ext_fields["maxOffset"] == "2"
+    assert found.ext_fields["suggestWhichBrokerId"] == "0"
+    only_b = decode_messages(result_of(h.pull("TP", 0, sub="TagB")).body)
+    assert [m.tags for m in only_b] == ["TagB"]
+    none = result_of(h.pull("TP", 0, sub="TagC"))
+    assert (none.code, none.remark) == (ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE")
+    at_end = result_of(h.pull("TP", 2))
+    assert (at_end.code, at_end.remark) == (ResponseCode.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE")
+    far = result_of(h.pull("TP", 9))
+    assert (far.code, far.remark, far.ext_fields["nextBeginOffset"]) == \
+        (ResponseCode.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", "2")
+    bad_queue = result_of(h.pull("TP", 0, queue_id=7))
+    assert bad_queue.code == ResponseCode.INVALID_PARAMETER
+    no_topic = result_of(h.pull("Unknown", 0))
+    assert no_topic.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+def test_long_polling_woken_by_arrival(h: Harness) -> None:
+    h.create_topic("TL", queues=1)
+    held = h.pull("TL", 0, suspend=True, sub="TagA")
+    assert not held.called and h.broker.pull_hold_service.held_for("TL", 0) == 1
+    h.send("TL", tags="TagZ")  # not for this subscription: stays held
+    h.clock.advance(0)
+    assert not held.called
+    h.send("TL", tags="TagA")
+    h.clock.advance(0)
+    r = result_of(held)
+    assert r.code == ResponseCode.SUCCESS
+    assert [m.tags for m in decode_messages(r.body)] == ["TagA"]
+    assert h.broker.pull_hold_service.woken_by_arrival == 1
+
+
+def test_long_polling_answers_at_the_deadline(h: Harness) -> None:
+    h.create_topic("TD", queues=1)
+    held = h.pull("TD", 0, suspend=True, timeout_ms=2000)
+    h.clock.advance(1.9)
+    assert not held.called
+    h.clock.advance(0.2)
+    assert result_of(held).code == ResponseCode.PULL_NOT_FOUND
+    assert h.broker.pull_hold_service.timed_out == 1
+
+
+def test_held_pull_dropped_with_its_channel(h: Harness) -> None:
+    h.create_topic("TC", queues=1)
+    ch = FakeChannel("127.0.0.1:50001")
+    held = h.pull("TC", 0, suspend=True, channel=ch)
+    ch.close()
+    assert result_of(held) is None  # no answer for a closed connection
+    assert h.broker.pull_hold_service.held_for("TC", 0) == 0
+
+
+def test_pull_commits_offset_on_first_pass_only(h: Harness) -> None:
+    h.create_topic("TO", queues=1)
+    h.send("TO")
+    result_of(h.pull("TO", 1, commit_offset=1))
+    assert h.broker.consumer_offset_manager.query_offset("cg", "TO", 0) == 1
+
+
+# --------------------------------------------------------------------------- offsets
+
+
+def test_consumer_offsets(h: Harness) -> None:
+    h.create_topic("TQ", queues=1)
+    r = h.answer(QueryConsumerOffset, consumer_group="cg", topic="TQ", queue_id=0)
+    assert r.code == ResponseCode.QUERY_NOT_FOUND
+    h.send("TQ")
+    r = h.answer(QueryConsumerOffset, consumer_group="cg", topic="TQ", queue_id=0)
+    assert (r.code, r.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")  # message 0 in memory
+    r = h.answer(QueryConsumerOffset, consumer_group="cg", topic="TQ", queue_id=0, set_zero_if_not_found=False)
+    assert r.code == ResponseCode.QUERY_NOT_FOUND and "do not set to zero" in r.remark
+    r = h.answer(UpdateConsumerOffset, consumer_group="nogroup", topic="TQ", queue_id=0, commit_offset=1)
+    assert (r.code, r.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "Group nogroup not exist!")
+    h.broker.subscription_group_manager.find("cg")
+    r = h.answer(UpdateConsumerOffset, consumer_group="cg", topic="Nope", queue_id=0, commit_offset=1)
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST
+    r = h.answer(UpdateConsumerOffset, consumer_group="cg", topic="TQ", queue_id=0, commit_offset=1)
+    assert r.code == ResponseCode.SUCCESS
+    r = h.answer(QueryConsumerOffset, consumer_group="cg", topic="TQ", queue_id=0)
+    assert r.ext_fields["offset"] == "1"
+    assert h.answer(GetMaxOffset, topic="TQ", queue_id=0).ext_fields["offset"] == "1"
+    h.broker.consumer_offset_manager.persist()
+    text = h.broker.consumer_offset_manager.file.path.read_text()
+    assert '"TQ@cg":{0:1\n\t\t}' in text and '"groupTopicMap":{\n\t\t"cg":["TQ"]\n\t}' in text
+
+
+# --------------------------------------------------------------------------- client tables
+
+
+def _heartbeat(h: Harness, client_id: str, channel: FakeChannel, group: str = "cg", topic: str = "TH") -> RemotingCommand:
+    data = HeartbeatData(
+        client_id=client_id,
+        producer_data_set=[ProducerData(group_name="pg")],
+        consumer_data_set=[ConsumerData(
+            group_name=group, consume_type=ConsumeType.CONSUME_PASSIVELY,
+            message_model=MessageModel.CLUSTERING, consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            subscription_data_set=[build_subscription_data(topic, "*")])],
+    )
+    return h.answer(HeartBeat, body=data, channel=channel)
+
+
+def test_heartbeats_and_notify_consumer_ids_changed(h: Harness) -> None:
+    h.create_topic("TH")
+    a, b = FakeChannel("127.0.0.1:50010"), FakeChannel("127.0.0.1:50011")
+    r = _heartbeat(h, "10.0.0.1@a", a)
+    assert r.code == ResponseCode.SUCCESS and r.version == 479
+    assert r.ext_fields["IS_SUPPORT_HEART_BEAT_V2"] == "true"
+    assert h.broker.topic_config_manager.select("%RETRY%cg") is not None
+    assert h.broker.subscription_group_manager.get("cg") is not None
+    _heartbeat(h, "10.0.0.2@b", b)
+    assert [c.code for c in a.oneway] == [RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] * 2
+    assert a.oneway[-1].ext_fields["consumerGroup"] == "cg" and a.oneway[-1].is_oneway
+    ids = GetConsumerListByGroupResponseBody.decode(h.answer(GetConsumerListByGroup, consumer_group="cg").body)
+    assert sorted(ids.consumer_id_list) == ["10.0.0.1@a", "10.0.0.2@b"]
+    _heartbeat(h, "10.0.0.2@b", b)  # nothing changed: no notification
+    assert len(a.oneway) == 2
+    b.close()
+    assert len(a.oneway) == 3
+    ids = GetConsumerListByGroupResponseBody.decode(h.answer(GetConsumerListByGroup, consumer_group="cg").body)
+    assert ids.consumer_id_list == ["10.0.0.1@a"]
+    assert h.answer(UnregisterClient, client_id="10.0.0.1@a", consumer_group="cg", channel=a).code == 0
+    r = h.answer(GetConsumerListByGroup, consumer_group="cg")
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "no consumer for this group, cg")
+    assert "pg" in h.broker.producer_manager.group_channel_table
+
+
+# --------------------------------------------------------------------------- admin
+
+
+def test_topic_admin(h: Harness) -> None:
+    r = h.answer(UpdateAndCreateTopic, topic="bad topic", default_topic="TBW102", read_queue_nums=1,
+                 write_queue_nums=1, perm=6, topic_filter_type="SINGLE_TAG", order=False)
+    assert r.code == ResponseCode.INVALID_PARAMETER
+    r = h.answer(UpdateAndCreateTopic, topic="TBW102", default_topic="TBW102", read_queue_nums=1,
+                 write_queue_nums=1, perm=6, topic_filter_type="SINGLE_TAG", order=False)
+    assert (r.code, r.remark) == (ResponseCode.INVALID_PARAMETER, "The topic[TBW102] is conflict with system topic.")
+    h.create_topic("TA", queues=3)
+    table = TopicConfigSerializeWrapper.decode(h.answer(GetAllTopicConfig).body).topic_config_table
+    assert table["TA"].read_queue_nums == 3 and "TBW102" in table
+    h.send("TA")
+    assert h.answer(DeleteTopicInBroker, topic="TA").code == ResponseCode.SUCCESS
+    assert h.broker.topic_config_manager.select("TA") is None
+    assert h.broker.store.get_max_offset_in_queue("TA", 0) == 0
+
+
+def test_subscription_group_admin_and_broker_info(h: Harness) -> None:
+    r = h.answer(UpdateAndCreateSubscriptionGroup, body=SubscriptionGroupConfig(group_name="g2", retry_max_times=3))
+    assert r.code == ResponseCode.SUCCESS and h.broker.subscription_group_manager.get("g2").retry_max_times == 3
+    info = fastjson.loads(h.answer(GetBrokerRuntimeInfo).body)["table"]
+    for key in ("brokerVersionDesc", "msgPutTotalTodayNow", "putTps", "commitLogMaxOffset", "bootTimestamp",
+                "sendThreadPoolQueueSize", "earliestMessageTimeStamp", "commitLogDiskRatio", "runtime"):
+        assert key in info
+    assert info["brokerVersionDesc"] == "V5_3_3"
+    conf = h.answer(GetBrokerConfig)
+    assert "brokerName=broker-t\n" in conf.body.decode() and conf.ext_fields["version"].startswith("{")
+
+
+def test_update_broker_config_refused_by_default(h: Harness) -> None:
+    r = h.answer(UpdateBrokerConfig, body=b"brokerPermission=4\n")
+    assert r.code == ResponseCode.NO_PERMISSION
+    assert h.broker.settings.broker.broker_permission == 6
+    h.broker.settings.broker.enable_update_broker_config = True
+    r = h.answer(UpdateBrokerConfig, body=b"storePathRootDir=/tmp/evil\n")
+    assert r.code == ResponseCode.NO_PERMISSION
+    r = h.answer(UpdateBrokerConfig, body=b"traceOn=false\n")
+    assert r.code == ResponseCode.SUCCESS and h.send("TX").ext_fields["TRACE_ON"] == "false"
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE, RequestCode.PULL_MESSAGE,
+                                  RequestCode.HEART_BEAT, RequestCode.QUERY_CONSUMER_OFFSET,
+                                  RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                  RequestCode.SEND_BATCH_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID,
+                                  RequestCode.GET_MAX_OFFSET, RequestCode.UNREGISTER_CLIENT,
+                                  RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP])
+@pytest.mark.parametrize("body", [None, b"\xff\x00garbage"])
+def test_malformed_requests_get_an_error_code(h: Harness, code: int, body: bytes | None) -> None:
+    """No header fields, a garbage body: an answer with a RocketMQ code, and the broker goes on."""
+    r = result_of(h.raw(RemotingCommand.request(code, None, body, language=LanguageCode.JAVA)))
+    assert r is not None and ResponseCode(r.code) is not None
+    if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE, RequestCode.SEND_BATCH_MESSAGE,
+                RequestCode.PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.UPDATE_AND_CREATE_TOPIC,
+                RequestCode.VIEW_MESSAGE_BY_ID):
+        assert r.code != ResponseCode.SUCCESS
+    h.create_topic("StillOk")
+    assert h.send("StillOk").code == ResponseCode.SUCCESS
+
+
+def test_unknown_code(h: Harness) -> None:
+    r = result_of(h.raw(RemotingCommand.request(9999, None, None)))
+    assert (r.code, r.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 9999 not supported")
