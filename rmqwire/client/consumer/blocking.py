@@ -13,22 +13,25 @@ UNREGISTER_CLIENT and waits for the consume threads (a listener still running af
 from __future__ import annotations
 
 import functools
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rmqwire.client import blocking as _facade
-from rmqwire.client.config import ClientConfig
+from rmqwire.client.config import ClientConfig, without_namespace
 from rmqwire.client.consumer.consume_service import ThreadRunner
 from rmqwire.client.consumer.lite_pull_consumer import LitePullConsumer as _CoreLitePull
 from rmqwire.client.consumer.lite_pull_consumer import split_lite_options
 from rmqwire.client.consumer.pull import Puller, PullResult
 from rmqwire.client.consumer.push_consumer import PushConsumer as _CorePush
-from rmqwire.client.consumer.push_consumer import split_options
+from rmqwire.client.consumer.push_consumer import ServiceState, split_options
 from rmqwire.client.consumer.subscription import SUB_ALL, MessageSelector
 from rmqwire.client.instance import ClientInstance
 from rmqwire.client.producer.blocking import shared_manager
 from rmqwire.codec.message import MessageExt
+from rmqwire.errors import MQClientError
 from rmqwire.model import ExpressionType, MessageQueue
 
 __all__ = ["PullConsumer", "PushConsumer", "QueuePuller"]
@@ -166,6 +169,9 @@ class PullConsumer:
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
         self._core: _CoreLitePull | None = None
         self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()
+        self._sink: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._reactor: Any = None
         self.timeout = LIFECYCLE_TIMEOUT
 
     @property
@@ -203,6 +209,8 @@ class PullConsumer:
     def _build(self, reactor: Any) -> _CoreLitePull:
         core = _CoreLitePull(reactor, self.group, namesrv_addr=self.namesrv_addr,
                              manager=shared_manager(reactor), **self._options)
+        core.deliver_to(self._sink)
+        self._reactor = reactor
         for name, args in self._pending:
             getattr(core, name)(*args)
         self._pending.clear()
@@ -227,7 +235,29 @@ class PullConsumer:
         seconds = core.config.poll_timeout_millis / 1000 if timeout is None else timeout
         if seconds < 0:
             raise ValueError("Timeout must not be negative")
-        return _facade.call(core.poll, seconds, timeout=seconds + WAIT_SLACK)
+        # Batches come straight from the reactor through a thread-safe queue; the reactor is
+        # told afterwards (callFromThread), so a poll costs no round trip.
+        deadline = time.monotonic() + seconds
+        with self._poll_lock:
+            while True:
+                if core.state is not ServiceState.RUNNING:
+                    raise MQClientError("The consumer not running, please start it first.")
+                try:
+                    req = self._sink.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    self._reactor.callFromThread(core.discarded, None)
+                    return []
+                if req is None:  # closing
+                    continue
+                if req.stale:
+                    self._reactor.callFromThread(core.discarded, req)
+                    continue
+                self._reactor.callFromThread(core.handed_out, req)
+                msgs = req.msgs
+                if core.namespace:
+                    for m in msgs:
+                        m.topic = without_namespace(m.topic, core.namespace)
+                return msgs
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         _facade.call(self.core.seek, mq, offset, timeout=self.timeout)

@@ -126,6 +126,9 @@ class ReactorRunner:
         value.addBoth(finished)
         return None
 
+    def chunk_hint(self, n: int) -> int:
+        return 1
+
     def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
         d: Deferred[Outcome] = Deferred()
         outcome = self.submit(fn, args, d.callback)
@@ -175,6 +178,16 @@ class ThreadRunner:
             return None
         self._tasks.put((done, fn, args))
         return None
+
+    #: requests one worker may take at once when every worker is busy
+    MAX_CHUNK = 16
+
+    def chunk_hint(self, n: int) -> int:
+        """1 while a worker may be idle (each request on its own, as Java's pool does); with a
+        backlog of more than one task per worker, up to MAX_CHUNK requests per task."""
+        if self._tasks.qsize() < self.threads:
+            return 1
+        return min(n, self.MAX_CHUNK)
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
         d: Deferred[Outcome] = Deferred()
@@ -241,6 +254,20 @@ class ThreadRunner:
 def _call_listener(listener: Callable[..., Any], with_context: bool, msgs: Sequence[MessageExt],
                    context: Any) -> Any:
     return listener(msgs, context) if with_context else listener(msgs)
+
+
+def _call_listener_many(listener: Callable[..., Any], with_context: bool,
+                        calls: list[tuple[Sequence[MessageExt], Any]]) -> list[Outcome]:
+    out = []
+    for msgs, context in calls:
+        begin = time.monotonic()
+        try:
+            o = Outcome(value=listener(msgs, context) if with_context else listener(msgs))
+        except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
+            o = Outcome(error=Failure())
+        o.elapsed_ms = int((time.monotonic() - begin) * 1000)
+        out.append(o)
+    return out
 
 
 def _result_of(outcome: Outcome) -> ConsumeResult | None:
@@ -321,19 +348,67 @@ class ConsumeMessageConcurrentlyService:
         if len(msgs) <= size:
             self._run(_ConcurrentRequest(list(msgs), pq, mq))
             return
-        for i in range(0, len(msgs), size):
-            self._run(_ConcurrentRequest(msgs[i : i + size], pq, mq))
+        reqs = [_ConcurrentRequest(msgs[i : i + size], pq, mq) for i in range(0, len(msgs), size)]
+        chunk = self.runner.chunk_hint(len(reqs))
+        if chunk <= 1:
+            for req in reqs:
+                self._run(req)
+            return
+        for i in range(0, len(reqs), chunk):
+            self._run_many(reqs[i : i + chunk])
+
+    def _prepare(self, req: _ConcurrentRequest, start: str) -> ConsumeConcurrentlyContext:
+        self.consumer.reset_retry_and_namespace(req.msgs)
+        for m in req.msgs:
+            m.properties[PropertyKey.CONSUME_START_TIMESTAMP] = start
+        req.process_queue.consuming_tasks += 1
+        return ConsumeConcurrentlyContext(req.message_queue)
+
+    def _run_many(self, reqs: list[_ConcurrentRequest]) -> None:
+        """Requests one worker runs back to back (its listener still sees one request at a time):
+        with every worker busy this saves a hand-off per request and settles them together."""
+        if self.stopped:
+            return
+        reqs = [r for r in reqs if not r.process_queue.dropped]
+        if not reqs:
+            return
+        start = str(self.consumer.now_ms())
+        calls = [(tuple(r.msgs), self._prepare(r, start)) for r in reqs]
+        self.runner.submit(_call_listener_many, (self.listener, self.with_context, calls),
+                           lambda o: self._ran_many(o, reqs, [c for _, c in calls]))
+
+    def _ran_many(self, outcome: Outcome, reqs: list[_ConcurrentRequest],
+                  contexts: list[ConsumeConcurrentlyContext]) -> None:
+        outcomes = outcome.value if outcome.error is None else [outcome] * len(reqs)
+        done: dict[int, tuple[ProcessQueue, MessageQueue, list[MessageExt]]] = {}
+        rt_count = rt_sum = 0
+        for o, req, context in zip(outcomes, reqs, contexts):
+            pq = req.process_queue
+            if (o.error is None and o.value is ConsumeResult.SUCCESS and not pq.dropped
+                    and context.ack_index >= len(req.msgs) - 1):
+                pq.consuming_tasks -= 1
+                rt_count += 1
+                rt_sum += o.elapsed_ms
+                entry = done.get(id(pq))
+                if entry is None:
+                    entry = done[id(pq)] = (pq, req.message_queue, [])
+                entry[2].extend(req.msgs)
+            else:
+                self._ran(o, req, context)
+        stats = self.consumer.stats
+        for pq, mq, msgs in done.values():
+            stats.inc_consume_rt_many(self.group, mq.topic, rt_count, rt_sum)
+            stats.inc_consume_ok_tps(self.group, mq.topic, len(msgs))
+            offset = pq.remove_messages(msgs)
+            if offset >= 0 and not pq.dropped:
+                self.consumer.offset_store.update_offset(mq, offset, True)
+            rt_count = rt_sum = 0
 
     def _run(self, req: _ConcurrentRequest) -> None:
         pq = req.process_queue
         if pq.dropped or self.stopped:
             return
-        context = ConsumeConcurrentlyContext(req.message_queue)
-        self.consumer.reset_retry_and_namespace(req.msgs)
-        start = str(self.consumer.now_ms())
-        for m in req.msgs:
-            m.properties[PropertyKey.CONSUME_START_TIMESTAMP] = start
-        pq.consuming_tasks += 1
+        context = self._prepare(req, str(self.consumer.now_ms()))
         outcome = self.runner.submit(_call_listener, (self.listener, self.with_context, tuple(req.msgs), context),
                                      lambda o: self._ran(o, req, context))
         if outcome is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import queue
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -166,6 +167,12 @@ class _ConsumeRequest:
     msgs: list[MessageExt]
     mq: MessageQueue
     process_queue: ProcessQueue
+    #: set by seek: the batch is from before the seek (a sink reader skips it)
+    cancelled: bool = False
+
+    @property
+    def stale(self) -> bool:
+        return self.cancelled or self.process_queue.dropped
 
 
 class RebalanceLitePullImpl(RebalanceImpl):
@@ -236,6 +243,10 @@ class LitePullConsumer:
         self.tasks: dict[MessageQueue, _PullTask] = {}
         self.consume_request_cache: deque[_ConsumeRequest] = deque()
         self._poll_waiters: deque[Deferred[_ConsumeRequest | None]] = deque()
+        #: set by ``deliver_to``: batches go to this thread-safe queue instead of the cache
+        self.sink: queue.SimpleQueue[_ConsumeRequest | None] | None = None
+        self._in_sink: dict[MessageQueue, list[_ConsumeRequest]] = {}
+        self._sink_count = 0
         self.instance: ClientInstance | None = None
         self.rebalance: RebalanceImpl | None = None
         self.rebalance_service = RebalanceService(reactor, self._do_rebalance)
@@ -426,6 +437,8 @@ class LitePullConsumer:
             self._persist_call.cancel()
         while self._poll_waiters:
             self._poll_waiters.popleft().callback(None)
+        if self.sink is not None:
+            self.sink.put(None)  # wakes a blocked reader: the consumer is closing
 
     def _leave(self, instance: ClientInstance) -> Deferred[None]:
         if self.rebalance is not None:
@@ -605,7 +618,50 @@ class LitePullConsumer:
         req.process_queue.last_consume_timestamp = self.now_ms()
         return req.msgs
 
+    # ---- the blocking facade's hand-off: no reactor round trip per poll ----------------------
+
+    def deliver_to(self, sink: queue.SimpleQueue[_ConsumeRequest | None]) -> None:
+        """Hand found batches to ``sink`` (read by another thread, which reports each batch back
+        with ``handed_out`` or ``discarded``) instead of the ``poll`` cache. Set before start."""
+        self.sink = sink
+
+    def handed_out(self, req: _ConsumeRequest) -> None:
+        """A sink reader gave ``req``'s messages to the application: its offsets move on."""
+        self._left_sink(req)
+        if self.state is not ServiceState.RUNNING:
+            return
+        if self.config.auto_commit:
+            self._maybe_auto_commit()
+        if not req.stale:
+            self._hand_out(req)
+
+    def discarded(self, req: _ConsumeRequest | None) -> None:
+        """A sink reader skipped ``req`` (stale), or found nothing (None)."""
+        if req is not None:
+            self._left_sink(req)
+        elif self.state is ServiceState.RUNNING and self.config.auto_commit:
+            self._maybe_auto_commit()
+
+    def _left_sink(self, req: _ConsumeRequest) -> None:
+        self._sink_count -= 1
+        pending = self._in_sink.get(req.mq)
+        if pending is not None:
+            try:
+                pending.remove(req)
+            except ValueError:
+                pass
+            if not pending:
+                del self._in_sink[req.mq]
+
+    def _cached(self) -> int:
+        return self._sink_count if self.sink is not None else len(self.consume_request_cache)
+
     def _offer(self, req: _ConsumeRequest) -> None:
+        if self.sink is not None:
+            self._sink_count += 1
+            self._in_sink.setdefault(req.mq, []).append(req)
+            self.sink.put(req)
+            return
         while self._poll_waiters:
             waiter = self._poll_waiters.popleft()
             if not waiter.called:
@@ -650,6 +706,8 @@ class LitePullConsumer:
             raise MQClientError(f"The message queue is not in assigned list, message queue: {mq}")
         st.process_queue.clear()
         self.consume_request_cache = deque(r for r in self.consume_request_cache if r.mq != mq)
+        for req in self._in_sink.get(mq, ()):
+            req.cancelled = True
         old = self.tasks.pop(mq, None)
         if old is not None:
             old.cancel()
@@ -719,7 +777,7 @@ class LitePullConsumer:
             return
         pq.last_pull_timestamp = self.now_ms()
         cfg = self.config
-        if len(self.consume_request_cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all or \
+        if self._cached() * cfg.pull_batch_size > cfg.pull_threshold_for_all or \
                 pq.msg_count > cfg.pull_threshold_for_queue or \
                 pq.msg_size // (1024 * 1024) > cfg.pull_threshold_size_for_queue or \
                 pq.max_span() > cfg.consume_max_span:

@@ -63,6 +63,10 @@ class ConsumerStats:
     def inc_consume_rt(self, group: str, topic: str, rt_ms: int) -> None:
         self._item("CONSUME_RT", group, topic).add(1, rt_ms)
 
+    def inc_consume_rt_many(self, group: str, topic: str, count: int, rt_sum_ms: int) -> None:
+        if count:
+            self._item("CONSUME_RT", group, topic).add(count, rt_sum_ms)
+
     def inc_consume_ok_tps(self, group: str, topic: str, n: int) -> None:
         self._item("CONSUME_OK_TPS", group, topic).add(n)
 
