@@ -429,3 +429,55 @@ def test_start_failures_are_reported(w: ConsumerWorld) -> None:
     f = _t.failureResultOf(again.start())
     assert "has been created before" in str(f.value)
     stop(w, first)
+
+
+def test_a_listener_stuck_past_consume_timeout_gets_its_message_sent_back(w: ConsumerWorld) -> None:
+    from twisted.internet.defer import Deferred
+
+    b = w.cb["broker-a"]
+    w.add_topic("%RETRY%cg", 1)
+    stuck = b.put("T", 0, b"stuck")
+    c = consumer(w, listener=Recorder(lambda msgs, ctx: Deferred()), consume_timeout=1)
+    settle(w, 3)
+    assert not b.send_backs
+    settle(w, 120, step=1)  # a minute past the start, the clean-up runs every minute
+    (back,) = [s for s in b.send_backs if s.offset == stuck.commit_log_offset]
+    assert back.delay_level == 3
+    assert not c.rebalance.process_queue_table[MessageQueue("T", "broker-a", 0)].msg_tree
+    stop(w, c)
+
+
+def test_coroutine_listeners_work_in_the_twisted_core(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 1, [b"a", b"b"])
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeResult:
+        seen.extend(m.body for m in msgs)
+        return ConsumeResult.SUCCESS
+
+    c = consumer(w, listener=listener)
+    settle(w, 3)
+    assert seen == [b"a", b"b"]
+    settle(w, 11)
+    assert b.offsets[("cg", "T", 1)] == 2
+    stop(w, c)
+
+
+def test_consumption_resumes_after_the_broker_comes_back(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    rec = Recorder()
+    c = consumer(w, listener=rec)
+    b.put("T", 0, b"before")
+    settle(w, 3)
+    port = w.brokers["broker-a"].port
+    w.stop_broker("broker-a")
+    for d, _h, call in b.held:
+        call.cancel()
+    b.held.clear()
+    settle(w, 5)  # pulls fail and are retried every second (pull_time_delay_mills_when_exception)
+    w.servers[port].startService()  # listening again
+    b.put("T", 0, b"after")
+    settle(w, 5)
+    assert [m.body for m in rec.msgs] == [b"before", b"after"]
+    stop(w, c)
