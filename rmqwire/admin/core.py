@@ -48,8 +48,8 @@ from rmqwire.codec.commands.admin import (
     GetBrokerConfig,
     GetBrokerConsumeStats,
     GetBrokerRuntimeInfo,
-    GetConsumeStats,
     GetConsumerConnectionList,
+    GetConsumeStats,
     GetProducerConnectionList,
     GetSubscriptionGroupConfig,
     GroupList,
@@ -91,8 +91,13 @@ from rmqwire.codec.commands.query import (
     QueryMessage,
     ViewMessageById,
 )
-from rmqwire.codec.commands.route import BrokerData, ClusterInfo, GetBrokerClusterInfo, GetRouteInfo
-from rmqwire.codec.commands.route import TopicRouteData
+from rmqwire.codec.commands.route import (
+    BrokerData,
+    ClusterInfo,
+    GetBrokerClusterInfo,
+    GetRouteInfo,
+    TopicRouteData,
+)
 from rmqwire.codec.commands.topic import (
     DeleteTopicInBroker,
     GetTopicConfig,

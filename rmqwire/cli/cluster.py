@@ -22,7 +22,8 @@ from rmqwire.cli.javafmt import JFloat, fixed, format_date, front, printf
 from rmqwire.codec.commands.route import ClusterInfo
 
 #: ``CommandUtil.ERROR_MESSAGE`` (printed without a line break, as mqadmin does).
-CLUSTER_ERROR = "[error] Make sure the specified clusterName exists or the name server connected to is correct."
+CLUSTER_ERROR = ("[error] Make sure the specified clusterName exists or the name server connected "
+                 "to is correct.")
 
 
 def cluster_names(info: ClusterInfo) -> list[str]:

@@ -20,8 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from rmqwire.admin.core import RETRY_GROUP_TOPIC_PREFIX, select_broker_addr
-from rmqwire.admin.javautil import concurrent_hashmap_order, hashmap_order, hashmap_putall_order
-from rmqwire.cli.base import CommandFailed, Env, command, emit_json, opt, out, parse_bool, parse_int
+from rmqwire.admin.javautil import (
+    concurrent_hashmap_order,
+    hashmap_order,
+    hashmap_putall_order,
+)
+from rmqwire.cli.base import (
+    CommandFailed,
+    Env,
+    command,
+    emit_json,
+    opt,
+    out,
+    parse_bool,
+    parse_int,
+)
 from rmqwire.cli.cluster import CLUSTER_ERROR, master_set
 from rmqwire.cli.javafmt import (
     format_date,
@@ -34,9 +47,9 @@ from rmqwire.cli.javafmt import (
 )
 from rmqwire.cli.topic import parse_attributes
 from rmqwire.codec import fastjson
+from rmqwire.codec.codes import ResponseCode
 from rmqwire.codec.commands.admin import SubscriptionGroupConfig
 from rmqwire.codec.commands.consumer import ConsumerRunningInfo
-from rmqwire.codec.codes import ResponseCode
 from rmqwire.errors import BrokerResponseError
 from rmqwire.model import ConsumeType, MessageQueue
 

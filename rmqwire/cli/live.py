@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+import click
+
 from rmqwire.admin.javautil import hashmap_order
 from rmqwire.admin.types import PullStatus
 from rmqwire.cli.base import CommandFailed, Env, command, emit_json, opt, out, parse_int
@@ -25,8 +27,6 @@ from rmqwire.cli.javafmt import parse_timestamp, printf
 from rmqwire.cli.message import _message_line, message_doc
 from rmqwire.codec.message import MessageExt
 from rmqwire.model import MessageQueue
-
-import click
 
 #: mqadmin's consumeMessage default count.
 DEFAULT_COUNT = 128

@@ -8,6 +8,7 @@ a usage error (unknown command, missing or bad option), 130 on Ctrl-C.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -35,17 +36,31 @@ MQADMIN_ORDER = [
 ]
 
 
-def _load_commands() -> None:
-    # Imported for their @command registrations (in mqadmin's listing order).
-    from rmqwire.cli import (  # noqa: F401
-        cluster,
-        consumer,
-        live,
-        message,
-        namesrv,
-        stats,
-        topic,
-    )
+#: The module declaring each command (lower-cased name or alias), so that a run imports only
+#: the module of its command: start-up time is most of a short command's time.
+MODULE_OF = {name.lower(): module for module, names in {
+    "cluster": ["clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
+                "brokerConsumeStats", "cleanExpiredCQ", "deleteExpiredCommitLog"],
+    "topic": ["topicList", "topicRoute", "topicStatus", "topicClusterList", "allocateMQ",
+              "updateTopic", "deleteTopic", "updateTopicPerm", "updateOrderConf"],
+    "consumer": ["updateSubGroup", "deleteSubGroup", "getConsumerConfig", "consumerProgress",
+                 "consumerConnection", "producerConnection", "consumerStatus",
+                 "cloneGroupOffset", "resetOffsetByTime"],
+    "message": ["queryMsgById", "queryMsgByKey", "queryMsgByUniqueKey", "queryMsgByOffset",
+                "printMsg", "printMsgByQueue", "queryCq", "queryConsumeQueue"],
+    "live": ["sendMessage", "consumeMessage", "tail", "produce"],
+    "namesrv": ["updateKvConfig", "deleteKvConfig", "getNamesrvConfig", "updateNamesrvConfig",
+                "wipeWritePerm", "addWritePerm"],
+    "stats": ["statsAll"],
+}.items() for name in names}
+
+
+def _load_commands(name: str | None = None) -> None:
+    """Import the module of command ``name`` (every command module when None or unknown), for
+    its @command registrations."""
+    module = MODULE_OF.get(name.lower()) if name else None
+    for m in [module] if module else sorted(set(MODULE_OF.values())):
+        importlib.import_module(f"rmqwire.cli.{m}")
 
 
 class RmqadminGroup(click.Group):
@@ -79,8 +94,8 @@ def command_list() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _group() -> RmqadminGroup:
-    _load_commands()
+def _group(name: str | None = None) -> RmqadminGroup:
+    _load_commands(name)
     return RmqadminGroup(name=PROG, commands=dict(base.REGISTRY))
 
 
@@ -93,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     # Twisted's log reaches stdlib logging through crochet; the one-line error is the report.
     logging.getLogger().addHandler(logging.NullHandler())
-    group = _group()
+    group = _group(args[0] if args and args[0] != "help" else None)
     if not args:
         sys.stdout.write(command_list())
         return 0

@@ -251,9 +251,11 @@ def message_ext_str(msg: MessageExt, broker_name: str | None) -> str:
     """``MessageExt.toString`` (with ``Message.toString`` inside)."""
     body = "[" + ", ".join(str(b - 256 if b > 127 else b) for b in (msg.body or b"")) + "]"
     props = properties_str(msg)
-    txid = msg.properties.get("UNIQ_KEY") if str(msg.properties.get("TRAN_MSG")).lower() == "true" else None
-    return (f"MessageExt [brokerName={jstr(broker_name)}, queueId={msg.queue_id}, storeSize={msg.store_size}, "
-            f"queueOffset={msg.queue_offset}, sysFlag={msg.sys_flag}, bornTimestamp={msg.born_timestamp}, "
+    prepared = str(msg.properties.get("TRAN_MSG")).lower() == "true"
+    txid = msg.properties.get("UNIQ_KEY") if prepared else None  # set by the pull, as in Java
+    return (f"MessageExt [brokerName={jstr(broker_name)}, queueId={msg.queue_id}, "
+            f"storeSize={msg.store_size}, queueOffset={msg.queue_offset}, sysFlag={msg.sys_flag}, "
+            f"bornTimestamp={msg.born_timestamp}, "
             f"bornHost=/{host_str(msg.born_host)}, storeTimestamp={msg.store_timestamp}, "
             f"storeHost=/{host_str(msg.store_host)}, msgId={msg.offset_msg_id}, commitLogOffset="
             f"{msg.commit_log_offset}, bodyCRC={msg.body_crc}, reconsumeTimes={msg.reconsume_times}, "

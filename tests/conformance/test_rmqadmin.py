@@ -319,7 +319,7 @@ def test_update_topic_perm_and_delete(state: State, tmp_path: Path) -> None:
     route = json.loads(rmqadmin(state.namesrv, "topicRoute", "-t", b, "--json").stdout)
     assert [(q["readQueueNums"], q["writeQueueNums"]) for q in route["queueDatas"]] == [(3, 5)]
     seen = mqadmin(state.cluster, "topicRoute", "-t", b, "-l").check()  # mqadmin sees our topic
-    assert re.search(rf"\s3\s+5\s+6\s*$", seen.stdout.splitlines()[1])
+    assert re.search(r"\s3\s+5\s+6\s*$", seen.stdout.splitlines()[1])
     _compare_twins(state, tmp_path, a, b, "updateTopic", "-b", state.broker, "-t", "{}", "-o",
                    "true", "-w", "2", "-r", "2")
     _compare_twins(state, tmp_path, a, b, "updateOrderConf", "-t", "{}", "-m", "get")
