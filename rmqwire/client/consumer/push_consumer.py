@@ -56,6 +56,7 @@ from rmqwire.client.consumer.offset_store import (
 from rmqwire.client.consumer.process_queue import ProcessQueue
 from rmqwire.client.consumer.processor import (
     ConsumerClientProcessor,
+    check_client_in_broker,
     running_info_properties,
 )
 from rmqwire.client.consumer.pull import (
@@ -80,6 +81,7 @@ from rmqwire.client.consumer.subscription import (
 )
 from rmqwire.client.instance import ClientInstance, ClientManager, suggest_todo
 from rmqwire.client.message import Message
+from rmqwire.client.producer.producer import Producer
 from rmqwire.client.validators import CLIENT_INNER_PRODUCER_GROUP, check_group
 from rmqwire.codec.codes import ResponseCode
 from rmqwire.codec.commands.consumer import ConsumerRunningInfo, ConsumerSendMsgBack
@@ -470,8 +472,6 @@ class PushConsumer:
     def _start_inner_producer(self) -> Deferred[None]:
         """Java's instance-wide CLIENT_INNER_PRODUCER, for retries that cannot go back with
         CONSUMER_SEND_MSG_BACK (and orderly consumption's give-ups)."""
-        from rmqwire.client.producer.producer import Producer
-
         assert self.instance is not None
         existing = self.instance.producers.get(CLIENT_INNER_PRODUCER_GROUP)
         if existing is not None:
@@ -494,8 +494,6 @@ class PushConsumer:
         return defer.gatherResults(calls, consumeErrors=True).addCallback(lambda _: None)
 
     def _check_client_in_broker(self) -> Deferred[None]:
-        from rmqwire.client.consumer.processor import check_client_in_broker
-
         assert self.instance is not None
         return check_client_in_broker(self.instance, self.group, list(self.rebalance.subscription_inner.values()))
 
