@@ -37,7 +37,10 @@ from rmqwire import (
 )
 from rmqwire.client.consumer.allocate import AllocateMessageQueueAveragely
 from rmqwire.codec.commands.admin import UpdateBrokerConfig
-from rmqwire.codec.commands.consumer import GetConsumerListByGroup, GetConsumerRunningInfo
+from rmqwire.codec.commands.consumer import (
+    GetConsumerListByGroup,
+    GetConsumerRunningInfo,
+)
 from rmqwire.codec.commands.offset import GetMaxOffset, QueryConsumerOffset
 from rmqwire.codec.java import java_string_sort_key
 from tools.peers.java_consumer import JavaConsumerTool

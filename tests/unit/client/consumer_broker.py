@@ -23,7 +23,12 @@ from rmqwire.codec.commands.consumer import (
     NotifyConsumerIdsChanged,
     UnlockBatchMq,
 )
-from rmqwire.codec.commands.heartbeat import HeartBeat, HeartbeatData, SubscriptionData, UnregisterClient
+from rmqwire.codec.commands.heartbeat import (
+    HeartBeat,
+    HeartbeatData,
+    SubscriptionData,
+    UnregisterClient,
+)
 from rmqwire.codec.commands.offset import (
     GetMaxOffset,
     GetMinOffset,
@@ -31,10 +36,20 @@ from rmqwire.codec.commands.offset import (
     SearchOffsetByTimestamp,
     UpdateConsumerOffset,
 )
-from rmqwire.codec.commands.pull import LitePullMessage, PullMessage, PullMessageResponseHeader, PullSysFlag
+from rmqwire.codec.commands.pull import (
+    LitePullMessage,
+    PullMessage,
+    PullMessageResponseHeader,
+    PullSysFlag,
+)
 from rmqwire.codec.commands.route import BrokerData, QueueData, TopicRouteData
 from rmqwire.codec.commands.send import SendMessageResponseHeader, SendMessageV2
-from rmqwire.codec.message import MessageExt, decode_properties, encode_message, tags_hash
+from rmqwire.codec.message import (
+    MessageExt,
+    decode_properties,
+    encode_message,
+    tags_hash,
+)
 from rmqwire.errors import for_code
 from rmqwire.model import MessageQueue
 from rmqwire.remoting import Processor

@@ -21,9 +21,9 @@ from rmqwire.codec.commands.consumer import (
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusBody,
     GetConsumerStatusRequestHeader,
+    ResetOffsetBodyForClient,
 )
 from rmqwire.codec.commands.offset import ResetOffsetRequestHeader
-from rmqwire.codec.commands.consumer import ResetOffsetBodyForClient
 from rmqwire.codec.message import MessageExt, encode_message
 from rmqwire.errors import BrokerResponseError
 from rmqwire.model import ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue
