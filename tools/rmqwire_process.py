@@ -213,25 +213,6 @@ class BrokersOnNamesrv(ReferenceCluster):
                 return b.proc.pid
         raise KeyError(addr)
 
-    def kill_broker(self, addr: str) -> None:
-        """SIGKILL the broker at ``addr`` (no unregistration: only its closed connections tell)."""
-        for b in self._brokers:
-            if b.info.addr == addr:
-                os.killpg(b.proc.pid, signal.SIGKILL)
-                b.proc.popen.wait()
-                return
-        raise KeyError(addr)
-
-    def restart_broker(self, name: str, conf: dict[str, str] | None = None) -> BrokerInfo:
-        """Start a master named ``name`` again after it died (fresh ports and store)."""
-        with self._lock:
-            dead = [b for b in self._brokers if b.info.name == name and not b.proc.alive()]
-            for b in dead:
-                self._brokers.remove(b)
-        if not dead:
-            raise ValueError(f"broker {name!r} is not dead")
-        return self.add_broker(name, conf)
-
     def stop_official_namesrv(self) -> None:
         """Stop the official NameServer alone (brokers and clients keep the other ones)."""
         proc = self._namesrv
