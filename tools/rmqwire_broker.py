@@ -67,6 +67,8 @@ class RmqwireBroker:
             **(props or {}),
         }
         self.python = python
+        #: Interpreter options before ``-m rmqwire`` (e.g. ``-m cProfile -o out``).
+        self.python_args: list[str] = []
         self.log_level = log_level
         self.env = env or {}
         self.popen: subprocess.Popen[bytes] | None = None
@@ -106,7 +108,7 @@ class RmqwireBroker:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **self.env}
         with open(self.output_path, "wb") as out:
             self.popen = subprocess.Popen(
-                [self.python, "-m", "rmqwire", "broker", "-c", str(self.config_file),
+                [self.python, *self.python_args, "-m", "rmqwire", "broker", "-c", str(self.config_file),
                  "--log-level", self.log_level],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
                 env=env, start_new_session=True, preexec_fn=_pdeathsig,

@@ -95,6 +95,14 @@ class RemotingProtocol(Protocol):
     # ---- Twisted callbacks ---------------------------------------------------------------------
 
     def connectionMade(self) -> None:
+        # As Java's Netty client and server (TCP_NODELAY): without it Nagle holds a small write
+        # back until the peer's delayed ACK, tens of ms per request on a busy connection.
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            try:
+                set_no_delay(True)
+            except OSError:
+                pass
         self.peer = format_address(self.transport.getPeer())
         self._touch()
         if self.idle_timeout is not None:

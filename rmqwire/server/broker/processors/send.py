@@ -14,6 +14,7 @@ once the flush covered it.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import random
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,19 @@ _OK_CODES = {
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
+
+
+@functools.lru_cache(maxsize=4096)
+def _hashmap_positions(keys: tuple[str, ...]) -> tuple[int, ...]:
+    index = {k: i for i, k in enumerate(keys)}
+    return tuple(index[k] for k in java_hashmap_order(dict.fromkeys(keys, ""), 128))
+
+
+def hashmap_ordered(props: dict[str, str]) -> dict[str, str]:
+    """``props`` in the order of Java's ``HashMap(128)`` filled in insertion order (what the
+    official broker writes), computed once per key sequence: clients send few distinct ones."""
+    items = list(props.items())
+    return {items[i][0]: items[i][1] for i in _hashmap_positions(tuple(props))}
 
 
 def peer_host(peer: str) -> tuple[str, int]:
@@ -243,7 +257,7 @@ class SendMessageProcessor(Processor):
                                f"the broker[{self.broker.settings.broker.broker_ip1}] sending transaction "
                                "message is forbidden")
             self._to_half_message(msg)
-        msg.properties = java_hashmap_order(msg.properties, 128)
+        msg.properties = hashmap_ordered(msg.properties)
         return msg
 
     def _to_half_message(self, msg: MessageExt) -> None:
@@ -296,7 +310,7 @@ class SendMessageProcessor(Processor):
         props = decode_properties(h.properties)
         props.pop(PropertyKey.POP_CK, None)
         props[PropertyKey.CLUSTER] = self.broker.settings.broker.broker_cluster_name
-        return self._base_message(h, body, context, cfg, java_hashmap_order(props, 128))
+        return self._base_message(h, body, context, cfg, hashmap_ordered(props))
 
     # ---- the answer ------------------------------------------------------------------------------
 

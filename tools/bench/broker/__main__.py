@@ -1,0 +1,3 @@
+from tools.bench.broker.bench import main
+
+raise SystemExit(main())
