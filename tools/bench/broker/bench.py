@@ -9,8 +9,9 @@ of 16 (ASYNC_FLUSH), single messages with SYNC_FLUSH.
 
 Printed per scenario and broker: messages stored per second (the topic's queue ends over the
 run's duration), the tool's mean and max RT (its per-second reports after a warm-up), send
-failures, broker CPU seconds per million messages and resident memory at the end; then the ratio
-rmqwire / official.
+failures, broker CPU seconds per million messages and resident memory at the end (VmRSS, which
+counts the pages of the mapped store files, and its anonymous part); then the ratio rmqwire /
+official.
 
     python -m tools.bench.broker [--seconds 30] [--threads 16] [--only single batch16 sync] [--json]
     python -m tools.bench.broker --profile prof.out --only single   # cProfile of the rmqwire broker
@@ -56,8 +57,26 @@ SCENARIOS = {
     "batch16": (BATCH_PRODUCER, "ASYNC_FLUSH"),
     "sync": (BENCHMARK_PRODUCER, "SYNC_FLUSH"),
 }
-_REPORT = re.compile(r"Send TPS:\s*(\d+)\s*\|\s*Max RT\(ms\):\s*(\d+)\s*\|\s*Average RT\(ms\):\s*([\d.]+)"
-                     r"\s*\|\s*Send Failed:\s*(\d+)\s*\|\s*Response Failed:\s*(\d+)")
+_FIELDS = {
+    "tps": re.compile(r"Send TPS:\s*(\d+)"),
+    "max": re.compile(r"Max RT\(ms\):\s*(\d+)"),
+    "avg": re.compile(r"Average RT\(ms\):\s*([\d.]+)"),
+    "failed": re.compile(r"Send Failed:\s*(\d+)"),
+    "rfailed": re.compile(r"(?:Response|Send Message) Failed:\s*(\d+)"),
+}
+
+
+def parse_reports(output: str) -> list[tuple[float, float, float, float, float]]:
+    """(TPS, max RT, mean RT, send failed, response failed) of each report line of Producer or
+    BatchProducer (the latter's TPS counts batches, its RT is per batch)."""
+    rows = []
+    for line in output.splitlines():
+        if not line.startswith("Current Time"):
+            continue
+        found = {k: r.search(line) for k, r in _FIELDS.items()}
+        if all(found.values()):
+            rows.append(tuple(float(found[k].group(1)) for k in ("tps", "max", "avg", "failed", "rfailed")))
+    return rows
 
 
 class _Namesrv(ReferenceCluster):
@@ -83,6 +102,7 @@ class Run:
     send_failed: int
     cpu_s_per_million: float | None
     rss_mib: float | None
+    anon_mib: float | None
     load: tuple[float, float, float]
 
 
@@ -91,11 +111,15 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _proc_rss(pid: int) -> int:
+def _proc_memory(pid: int) -> tuple[int, int]:
+    """(VmRSS, RssAnon) in bytes: the resident set counts the mapped store files' pages; the
+    anonymous part is the process's own memory (heap, buffers)."""
+    found = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon"):
+            found[key] = int(value.split()[0]) * 1024
+    return found.get("VmRSS", 0), found.get("RssAnon", 0)
 
 
 def _stored(broker_addr: str, topic: str) -> int:
@@ -124,7 +148,8 @@ def _drive(namesrv: str, broker_addr: str, pid: int, kind: str, scenario: str, s
     elapsed = time.monotonic() - t0
     cpu = _proc_cpu(pid) - cpu0
     stored = _stored(broker_addr, topic) - before_stored
-    reports = [tuple(float(x) for x in m.groups()) for m in _REPORT.finditer(out.stdout.decode(errors="replace"))]
+    memory = _proc_memory(pid)
+    reports = parse_reports(out.stdout.decode(errors="replace"))
     steady = reports[WARMUP_REPORTS:] or reports
     weights = sum(r[0] for r in steady)
     mean_rt = sum(r[0] * r[2] for r in steady) / weights if weights else None
@@ -135,7 +160,8 @@ def _drive(namesrv: str, broker_addr: str, pid: int, kind: str, scenario: str, s
         max_rt_ms=int(max(r[1] for r in steady)) if steady else None,
         send_failed=int(sum(r[3] + r[4] for r in reports)),
         cpu_s_per_million=round(cpu / stored * 1e6, 1) if stored else None,
-        rss_mib=round(_proc_rss(pid) / 2**20, 1),
+        rss_mib=round(memory[0] / 2**20, 1),
+        anon_mib=round(memory[1] / 2**20, 1),
         load=os.getloadavg(),
     )
 
@@ -173,7 +199,7 @@ def _row(run: Run) -> str:
 
     return (f"{run.scenario:<8} {run.broker:<9} {run.tps:>9.0f} {f(run.mean_rt_ms, '>8.2f')} "
             f"{f(run.max_rt_ms, '>7d')} {run.send_failed:>6d} {f(run.cpu_s_per_million, '>9.1f')} "
-            f"{f(run.rss_mib, '>8.1f')}   load {run.load[0]:.1f}")
+            f"{f(run.rss_mib, '>8.1f')} {f(run.anon_mib, '>8.1f')}   load {run.load[0]:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     if not a.json:
         print(f"{'scenario':<8} {'broker':<9} {'msg/s':>9} {'mean RT':>8} {'max RT':>7} {'failed':>6} "
-              f"{'CPU s/M':>9} {'RSS MiB':>8}", flush=True)
+              f"{'CPU s/M':>9} {'RSS MiB':>8} {'anon MiB':>8}", flush=True)
     try:
         for index, scenario in enumerate(a.only or list(SCENARIOS)):
             official = None if a.rmqwire_only else run_official(ns, scenario, a.seconds, a.threads, index)

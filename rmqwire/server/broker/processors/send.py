@@ -29,6 +29,7 @@ from rmqwire.codec.commands.send import (
     SendMessageRequestHeader,
     SendMessageV2,
 )
+from rmqwire.codec.ids import create_offset_msg_id
 from rmqwire.codec.message import (
     MessageExt,
     PropertyKey,
@@ -314,6 +315,17 @@ class SendMessageProcessor(Processor):
 
     # ---- the answer ------------------------------------------------------------------------------
 
+    _id_prefix: tuple[tuple[str, int], str] | None = None
+
+    def _msg_ids(self, offsets: tuple[int, ...], store_host: tuple[str, int]) -> str:
+        """The offset message ids, comma-joined as Java's ``msgIdSupplier`` (the host part once)."""
+        cached = self._id_prefix
+        if cached is None or cached[0] != store_host:
+            prefix = create_offset_msg_id(store_host, 0)[:-16]
+            cached = self._id_prefix = (store_host, prefix)
+        prefix = cached[1]
+        return ",".join(f"{prefix}{o:016X}" for o in offsets)
+
     def _answer(self, result: PutMessageResult, msg: MessageExt) -> Response[Any, Any]:
         status = result.status
         code = _OK_CODES.get(status)
@@ -336,7 +348,7 @@ class SendMessageProcessor(Processor):
         assert append is not None
         self.broker.stats.on_put(msg.topic, append.msg_num, append.wrote_bytes)
         header = dict(self._ext)
-        header["msgId"] = append.msg_id
+        header["msgId"] = self._msg_ids(append.record_offsets, append.store_host)
         header["queueId"] = str(msg.queue_id)
         header["queueOffset"] = str(append.logics_offset)
         uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
