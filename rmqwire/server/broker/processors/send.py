@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import random
+import threading
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
@@ -123,6 +124,9 @@ class SendMessageProcessor(Processor):
         self._random = random.Random()
         self._ext: dict[str, str] = {}
         self.refresh_ext_fields()
+        self._flushed_lock = threading.Lock()
+        self._flushed_answers: list[tuple[Deferred[Any], MessageExt, PutMessageResult]] = []
+        self._flushed_scheduled = False
 
     def refresh_ext_fields(self) -> None:
         b = self.broker.settings.broker
@@ -168,17 +172,30 @@ class SendMessageProcessor(Processor):
         if future.done():
             return self._answer(future.result(), msg)
         d: Deferred[Any] = Deferred()
-        reactor = broker.reactor
-
-        def done(f: concurrent.futures.Future[PutMessageResult]) -> None:
-            try:
-                result = f.result()
-            except Exception:  # the store's futures carry results, not errors; be safe
-                result = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
-            reactor.callFromThread(lambda: d.callback(self._answer(result, msg)))
-
-        future.add_done_callback(done)
+        future.add_done_callback(lambda f: self._flushed(d, msg, f))
         return d
+
+    def _flushed(self, d: Deferred[Any], msg: MessageExt,
+                 future: concurrent.futures.Future[PutMessageResult]) -> None:
+        """A SYNC_FLUSH put is on disk (flush thread): queue its answer for the reactor. One group
+        commit completes many writers at once; they cross to the reactor in one hop."""
+        try:
+            result = future.result()
+        except Exception:  # the store's futures carry results, not errors; be safe
+            result = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
+        with self._flushed_lock:
+            self._flushed_answers.append((d, msg, result))
+            if self._flushed_scheduled:
+                return
+            self._flushed_scheduled = True
+        self.broker.reactor.callFromThread(self._deliver_flushed)
+
+    def _deliver_flushed(self) -> None:
+        with self._flushed_lock:
+            items, self._flushed_answers = self._flushed_answers, []
+            self._flushed_scheduled = False
+        for d, msg, result in items:
+            d.callback(self._answer(result, msg))
 
     def _msg_check(self, h: SendMessageRequestHeader, context: RequestContext) -> Any:
         broker = self.broker

@@ -455,3 +455,46 @@ def test_malformed_requests_get_an_error_code(h: Harness, code: int, body: bytes
 def test_unknown_code(h: Harness) -> None:
     r = result_of(h.raw(RemotingCommand.request(9999, None, None)))
     assert (r.code, r.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 9999 not supported")
+
+
+class ThreadHopClock(Clock):
+    """A Clock that also takes calls from other threads (the store's flush thread), run on demand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import queue
+
+        self.from_threads: queue.Queue[Any] = queue.Queue()
+
+    def callFromThread(self, f: Any, *args: Any, **kw: Any) -> None:  # noqa: N802 - Twisted's name
+        self.from_threads.put((f, args, kw))
+
+    def run_thread_calls(self, timeout: float = 30.0) -> None:
+        f, args, kw = self.from_threads.get(timeout=timeout)
+        f(*args, **kw)
+
+
+def test_sync_flush_answers_after_the_flush(tmp_path: Path) -> None:
+    clock = ThreadHopClock()
+    settings = BrokerSettings.from_properties({
+        "brokerIP1": "127.0.0.1", "listenPort": "10911", "storePathRootDir": str(tmp_path / "store"),
+        "flushDiskType": "SYNC_FLUSH", "mappedFileSizeCommitLog": str(1 << 20)})
+    broker = Broker(clock, settings)
+    broker.store.load()
+    broker.store.start()
+    try:
+        h = Harness(broker, clock, Dispatcher.for_config(JAVA_SERVER_CONFIG, broker.send_processor,
+                                                          broker.admin_processor), FakeChannel())
+        h.create_topic("TS", queues=1)
+        header = SendMessageRequestHeader(
+            producer_group="pg", topic="TS", default_topic="TBW102", default_topic_queue_nums=4, queue_id=0,
+            sys_flag=0, born_timestamp=1, flag=0, properties=encode_properties({"WAIT": "true"}),
+            reconsume_times=0, unit_mode=False, batch=False)
+        answers = [h.pending(SendMessageV2, header.to_v2(), body=b"m%d" % i) for i in range(5)]
+        clock.run_thread_calls()  # one group commit answers every writer it covered
+        while not all(a.called for a in answers):
+            clock.run_thread_calls()
+        assert [result_of(a).ext_fields["queueOffset"] for a in answers] == ["0", "1", "2", "3", "4"]
+        assert broker.store.commit_log.flushed_where >= broker.store.max_phy_offset
+    finally:
+        broker.store.shutdown()
