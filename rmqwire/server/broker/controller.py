@@ -23,8 +23,10 @@ from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.error import CannotListenError
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from rmqwire.codec.codes import DEFAULT_VERSION, version_name
 from rmqwire.codec.commands.pull import LitePullMessage, PullMessage
@@ -71,6 +73,45 @@ def _human_bytes(n: int) -> str:
     return f"{value:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
+@implementer(IPushProducer)
+class _ReadThrottle:
+    """Stops reading a client's requests while the answers to it pile up unread (the transport
+    calls ``pauseProducing`` past its write buffer size and ``resumeProducing`` once drained), so a
+    client that sends but does not read cannot make the broker buffer answers without bound."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+
+    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
+        self.transport.pauseProducing()
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.transport.resumeProducing()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        pass
+
+
+class _BrokerServer(RemotingServer):
+    """A RemotingServer whose connections stop reading while their answers are not read."""
+
+    def build_protocol(self) -> Any:
+        proto = super().build_protocol()
+        made = proto.connectionMade
+
+        def connection_made() -> None:
+            made()
+            transport = proto.transport
+            if hasattr(transport, "registerProducer") and hasattr(transport, "pauseProducing"):
+                try:
+                    transport.registerProducer(_ReadThrottle(transport), True)
+                except RuntimeError:  # another producer already: leave it
+                    pass
+
+        proto.connectionMade = connection_made
+        return proto
+
+
 class Broker(Service):
     log = Logger()
 
@@ -114,14 +155,14 @@ class Broker(Service):
         base = remoting_config if remoting_config is not None else JAVA_SERVER_CONFIG
         self.remoting_config = base.replace(idle_timeout=float(idle) if idle > 0 else None)
         interface = self.settings.server.bind_address
-        self.server = RemotingServer(reactor, self.remoting_config, processors=processors,
+        self.server = _BrokerServer(reactor, self.remoting_config, processors=processors,
                                      port=self.settings.listen_port, interface=interface)
         self.fast_server: RemotingServer | None = None
         if fast_port:
             fast = Dispatcher.for_config(self.remoting_config, *processors)
             for code in PullMessage.codes + LitePullMessage.codes:
                 fast.unregister(code)  # Java's fast server has no pull processor
-            self.fast_server = RemotingServer(reactor, self.remoting_config, dispatcher=fast,
+            self.fast_server = _BrokerServer(reactor, self.remoting_config, dispatcher=fast,
                                               port=max(self.settings.listen_port - 2, 0), interface=interface)
         self.registrar = BrokerRegistrar(reactor, self)
         self.store_host: tuple[str, int] = (b.broker_ip1, self.settings.listen_port)

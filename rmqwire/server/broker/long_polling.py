@@ -40,11 +40,18 @@ class PullRequest:
     done: bool = False
 
 
+#: Held pulls at most (Java bounds its pull thread pool's queue at 100 000): past it a pull that
+#: found nothing is answered at once, so a client flooding suspended pulls cannot exhaust memory.
+MAX_HELD_PULLS = 100_000
+
+
 class PullRequestHoldService:
     log = Logger()
 
-    def __init__(self, reactor: Any, max_offset: Callable[[str, int], int]) -> None:
+    def __init__(self, reactor: Any, max_offset: Callable[[str, int], int], *,
+                 max_held: int = MAX_HELD_PULLS) -> None:
         self.reactor = reactor
+        self.max_held = max_held
         self._max_offset = max_offset
         self._held: dict[tuple[str, int], list[PullRequest]] = {}
         # (topic, queue id) -> (max offset, tags codes) of arrivals not yet applied
@@ -71,7 +78,7 @@ class PullRequestHoldService:
 
     def suspend(self, req: PullRequest, timeout_ms: int) -> None:
         """Hold ``req`` for up to ``timeout_ms``."""
-        if self._stopped:
+        if self._stopped or self.held_count >= self.max_held:
             req.done = True
             req.resume()
             return

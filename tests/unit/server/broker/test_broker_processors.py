@@ -498,3 +498,11 @@ def test_sync_flush_answers_after_the_flush(tmp_path: Path) -> None:
         assert broker.store.commit_log.flushed_where >= broker.store.max_phy_offset
     finally:
         broker.store.shutdown()
+
+
+def test_held_pulls_are_bounded(h: Harness) -> None:
+    h.create_topic("TM", queues=1)
+    h.broker.pull_hold_service.max_held = 2
+    held = [h.pull("TM", 0, suspend=True) for _ in range(3)]
+    assert [d.called for d in held] == [False, False, True]
+    assert result_of(held[2]).code == ResponseCode.PULL_NOT_FOUND
