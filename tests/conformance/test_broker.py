@@ -46,10 +46,10 @@ from tools.peers.node_peer import NodePeer, NodePeerUnavailable
 from tools.peers.records import ReceivedRecord, SentRecord
 from tools.peers.topics import create_topic, wait_for_route
 from tools.reference import jars
+from tools.bench.broker.bench import parse_reports
 from tools.reference.benchmark import (
     ensure_benchmark_jars,
     parse_consumer_reports,
-    parse_producer_summary,
     run_producer,
     start_consumer,
 )
@@ -492,15 +492,16 @@ def _colon_table(text: str) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- official benchmark
 
-#: CI time: a fixed message count instead of the issue's 60 s run (the tools/bench/broker
-#: benchmark runs for a fixed duration).
-BENCH_MESSAGES = 20_000
+#: The issue's run is 60 s; CI runs the official benchmark Producer for this long (then the
+#: Consumer drains what it sent). tools/bench/broker runs it for any duration.
+BENCH_SECONDS = 30
 BENCH_QUEUES = 4
 
 
 def test_official_benchmark_producer_and_consumer(mixed, reference_unavailable):
-    """The official benchmark Producer (4 threads, 1 KiB) sends with no failure to the rmqwire
-    broker; the official benchmark Consumer drains it (its committed offsets reach the ends)."""
+    """The official benchmark Producer (16 threads, 1 KiB) sends to the rmqwire broker for a fixed
+    time with no failed send in any of its reports; the official benchmark Consumer then drains
+    the topic (its committed offsets reach the queue ends)."""
     try:
         ensure_benchmark_jars()
     except ReferenceUnavailable as exc:
@@ -510,23 +511,24 @@ def test_official_benchmark_producer_and_consumer(mixed, reference_unavailable):
     topic = unique("Bench")
     group = f"G_{topic}"
     create_topic(broker, topic, queues=BENCH_QUEUES, namesrv_addr=ns)
-    produced = run_producer(ns, "-t", topic, "-w", "4", "-s", "1024", "-q", str(BENCH_MESSAGES), timeout=600)
-    assert produced.returncode == 0 and not produced.timed_out, produced.output[-2000:]
-    summary = parse_producer_summary(produced.output)
-    assert (summary.send_total, summary.send_failed, summary.response_failed) == (BENCH_MESSAGES, 0, 0)
+    produced = run_producer(ns, "-t", topic, "-w", "16", "-s", "1024", "-ri", "1000", timeout=BENCH_SECONDS)
+    assert produced.timed_out, "the Producer ended before its time (it runs until stopped)"
+    reports = parse_reports(produced.output)
+    assert len(reports) >= BENCH_SECONDS // 2, produced.output[-2000:]
+    assert [(r[3], r[4]) for r in reports] == [(0, 0)] * len(reports), produced.output[-3000:]
     ends = [int(request(broker, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
                 .ext_fields["offset"]) for q in range(BENCH_QUEUES)]
-    assert sum(ends) == BENCH_MESSAGES
+    assert sum(ends) >= 1000
     offsets = mixed.rmqwire.broker.consumer_offset_manager
     for q in range(BENCH_QUEUES):  # start the group at 0 (not at the queue ends)
         call(offsets.commit_offset, "test", group, topic, q, 0, timeout=10)
     call(mixed.rmqwire.broker.subscription_group_manager.find, group, timeout=10)
-    with start_consumer(ns, "-t", topic, "-g", group, "-w", "2", "-ri", "1000") as consumer:
+    with start_consumer(ns, "-t", topic, "-g", group, "-w", "4", "-ri", "1000") as consumer:
         def drained() -> bool:
             assert consumer.alive(), f"benchmark Consumer exited:\n{consumer.output()[-2000:]}"
             return [offsets.query_offset(group, topic, q) for q in range(BENCH_QUEUES)] == ends
 
-        wait_until(drained, 300, f"group {group} to commit offsets {ends}", interval=0.5)
+        wait_until(drained, 600, f"group {group} to commit offsets {ends}", interval=0.5)
         output = consumer.output()
     assert "Consumer Started." in output
     assert all(r.consume_fail == 0 for r in parse_consumer_reports(output)), output[-2000:]
