@@ -52,3 +52,28 @@ def test_register_at_start_incremental_and_unregister(tmp_path: Path) -> None:
 
 def test_register_period_is_clamped_as_java_clamps_it() -> None:
     assert [register_period_ms(p) for p in (1000, 30_000, 90_000)] == [10_000, 30_000, 60_000]
+
+
+def test_fast_port_serves_all_but_pulls(tmp_path: Path) -> None:
+    """The VIP channel (listenPort - 2) answers sends and admin codes, not pulls (Java's fast
+    server has no pull processor)."""
+    from rmqwire.codec import RequestCode, ResponseCode
+    from tools.reference.wire import request
+
+    cluster = start_cluster(tmp_path / "store")
+    try:
+        host, port = cluster.broker_addr.rsplit(":", 1)
+        fast = f"{host}:{int(port) - 2}"
+        assert request(fast, RequestCode.GET_BROKER_RUNTIME_INFO).code == ResponseCode.SUCCESS
+        reply = request(fast, RequestCode.PULL_MESSAGE, {"consumerGroup": "g", "topic": "TBW102", "queueId": "0",
+                                                         "queueOffset": "0", "maxMsgNums": "1", "sysFlag": "0",
+                                                         "commitOffset": "0", "suspendTimeoutMillis": "0",
+                                                         "subVersion": "0"})
+        assert (reply.code, reply.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 11 not supported")
+        reply = request(cluster.broker_addr, RequestCode.PULL_MESSAGE, {
+            "consumerGroup": "g", "topic": "TBW102", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
+            "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0",
+            "subscription": "*", "expressionType": "TAG"})
+        assert reply.code == ResponseCode.PULL_NOT_FOUND
+    finally:
+        cluster.stop()
