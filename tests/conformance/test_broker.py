@@ -40,13 +40,13 @@ from rmqwire.codec import RequestCode, ResponseCode
 from rmqwire.model import MessageQueue
 from rmqwire.server.broker import Broker, BrokerSettings
 from rmqwire.server.namesrv import NameServer, NamesrvSettings
+from tools.bench.broker.bench import parse_reports
 from tools.peers.cpp_peer import CppPeer, CppPeerUnavailable
 from tools.peers.java_peer import JavaPeer
 from tools.peers.node_peer import NodePeer, NodePeerUnavailable
 from tools.peers.records import ReceivedRecord, SentRecord
 from tools.peers.topics import create_topic, wait_for_route
 from tools.reference import jars
-from tools.bench.broker.bench import parse_reports
 from tools.reference.benchmark import (
     ensure_benchmark_jars,
     parse_consumer_reports,
