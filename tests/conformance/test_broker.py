@@ -299,7 +299,7 @@ def test_long_polling_wakes_a_waiting_java_consumer(cluster, java_peer):
         wait_until(lambda: call(hold.held_for, topic, 0, timeout=10), 60, "a held pull on the queue")
         woken_before = hold.woken_by_arrival
         t0 = time.monotonic()
-        sent = JavaSender.send_one(cluster, topic)
+        sent = send_one(cluster, topic)
         consumer.wait_for(1, timeout=30)
         elapsed = time.monotonic() - t0
         got = consumer.finish()
@@ -310,15 +310,12 @@ def test_long_polling_wakes_a_waiting_java_consumer(cluster, java_peer):
     assert elapsed < 10.0, f"delivery took {elapsed:.1f}s"
 
 
-class JavaSender:
-    """One message sent by the broker's own store path without a JVM (an rmqwire producer)."""
+def send_one(cluster: InProcessBroker, topic: str) -> str:
+    """One message from rmqwire's producer (no JVM start between the hold and the send)."""
+    from rmqwire import Message, Producer
 
-    @staticmethod
-    def send_one(cluster: InProcessBroker, topic: str) -> str:
-        from rmqwire import Message, Producer
-
-        with Producer(unique("pg_lp"), namesrv_addr=cluster.namesrv_addr) as p:
-            return p.send(Message(topic, b"wake up", tags="TagW")).msg_id
+    with Producer(unique("pg_lp"), namesrv_addr=cluster.namesrv_addr) as p:
+        return p.send(Message(topic, b"wake up", tags="TagW")).msg_id
 
 
 def test_heartbeat_tables_and_consumer_list(cluster, java_peer):
