@@ -15,7 +15,6 @@ its closing brace on the next (``{0:5,1:7\\n\\t\\t}``), arrays on one line.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,9 @@ from twisted.logger import Logger
 from rmqwire.codec import fastjson
 from rmqwire.codec.java import fastjson_quote, java_double_str
 from rmqwire.errors import CodecError
+from rmqwire.server.files import write_with_backup
 
-__all__ = ["ConfigFile", "atomic_write", "pretty_json"]
+__all__ = ["ConfigFile", "pretty_json"]
 
 
 def _scalar(v: Any) -> str:
@@ -82,29 +82,6 @@ def pretty_json(tree: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 class ConfigFile:
     """One JSON config file with its ``.bak``: ``load()`` returns the parsed tree of the file, or
     of the backup when the file is missing, empty or corrupt, or None when neither is usable."""
@@ -138,10 +115,4 @@ class ConfigFile:
 
     def save(self, tree: Mapping[str, Any]) -> None:
         data = pretty_json(tree).encode("utf-8", "surrogatepass")
-        try:
-            previous = self.path.read_bytes()
-        except FileNotFoundError:
-            previous = None
-        if previous is not None:
-            atomic_write(self.backup_path, previous)
-        atomic_write(self.path, data)
+        write_with_backup(self.path, data, self.backup_path)

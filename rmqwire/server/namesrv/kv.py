@@ -11,7 +11,6 @@ itself does not parse. The ``ORDER_TOPIC_CONFIG`` namespace is the one with a bu
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from twisted.logger import Logger
 from rmqwire.codec import fastjson
 from rmqwire.codec.commands.namesrv import KVTable
 from rmqwire.errors import CodecError
+from rmqwire.server.files import write_with_backup
 from rmqwire.server.namesrv.hash_order import hashmap_order
 
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
@@ -68,14 +68,7 @@ class KVConfigManager:
         if self.path is None:
             return
         content = self.to_json().encode("utf-8", "replace")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            previous = self.path.read_bytes()
-        except FileNotFoundError:
-            previous = None
-        if previous is not None:
-            _atomic_write(self.path.with_name(self.path.name + ".bak"), previous)
-        _atomic_write(self.path, content)
+        write_with_backup(self.path, content, self.path.with_name(self.path.name + ".bak"))
 
     def to_json(self) -> str:
         tree = {
@@ -137,29 +130,3 @@ def _parse(data: bytes) -> dict[str, dict[str, str | None]]:
             raise CodecError(f"namespace {ns!r} is not a JSON object")
         out[str(ns)] = {str(k): None if v is None else str(v) for k, v in table.items()}
     return out
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
