@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from tools.peers.process import CliPeer
+from tools.peers.process import CliPeer, PeerProcess
 from tools.reference import jars
 
 PEER_SOURCE = Path(__file__).resolve().parent / "java" / "peer" / "Peer.java"
@@ -51,3 +52,35 @@ class JavaPeer(CliPeer):
             "-cp", f"{self.classes}:{self.lib_dir}/*",
             "Peer", *args,
         ]
+
+
+class JavaToolPeer(CliPeer):
+    """Base of our other Java helper programs (tools/peers/java/<tool>/<Main>.java): compiled
+    against the official client jars, run one JVM per command, JSON objects on stdout."""
+
+    source: Path
+    main_class: str
+
+    def __init__(self, namesrv_addr: str, version: str = jars.DEFAULT_VERSION, heap: str = "512m",
+                 jvm_args: Sequence[str] = ()) -> None:
+        super().__init__(namesrv_addr)
+        self.version = version
+        self.lib_dir = jars.ensure_jars(version)
+        self.classes = jars.compile_java([self.source], self.name, version)
+        self.heap = heap
+        self.jvm_args = list(jvm_args)
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        return [
+            jars.java_bin(), f"-Xmx{self.heap}", f"-Duser.home={self.home}",
+            "-Drmq.logback.configurationFile=rmq.client.logback.xml", *self.jvm_args,
+            "-cp", f"{self.classes}:{self.lib_dir}/*", self.main_class, *args,
+        ]
+
+    def spawn_tool(self, command: str, deadline_s: float = 180.0, **options: Any) -> PeerProcess[dict[str, Any]]:
+        """Run ``command`` with ``--namesrv`` and ``--<option> value`` for each keyword
+        (underscores become dashes)."""
+        args = [command, "--namesrv", self.namesrv_addr]
+        for k, v in options.items():
+            args += [f"--{k.replace('_', '-')}", str(v)]
+        return self.spawn(args, dict, deadline_s)
