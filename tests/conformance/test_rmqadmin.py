@@ -89,10 +89,11 @@ JAVA_TRACE = re.compile(r"^\s+at [\w$.]+\(|command failed|The sub command \S+ no
 
 
 def java_ok(result: MqadminResult) -> bool:
-    """mqadmin succeeded: exit 0, in time, no stack trace on stdout (tools.reference.mqadmin's
-    ``ok`` also refuses any "Exception", which message tracks and client properties print)."""
+    """mqadmin succeeded: exit 0, in time, no stack trace on stdout and no "command failed"
+    (tools.reference.mqadmin's ``ok`` also refuses any "Exception", which message tracks and
+    client properties print, and traces of errors mqadmin reports and goes on after)."""
     return (result.returncode == 0 and not result.timed_out
-            and not JAVA_TRACE.search(result.stdout))
+            and not JAVA_TRACE.search(result.stdout) and "command failed" not in result.stderr)
 
 
 def same_output(expected: str, got: str, normalise: Callable[[str], str] = norm_times) -> None:
@@ -678,17 +679,25 @@ def test_acl_credentials_by_option_and_tools_yml(reference_cluster_factory: Any,
 
 # ---- 4.9.7 ------------------------------------------------------------------------------------
 
-#: Commands whose 4.9.7 output has the 5.3.3 format (4.9.7's clusterList and consumerProgress
-#: -g print fewer columns; rmqadmin prints 5.3.3's).
-V4_COMMANDS: list[tuple[str, Callable[[Any, str], list[str]], Callable[[str], str]]] = [
-    ("topicList", lambda c, t: ["topicList"], norm_times),
-    ("topicRoute", lambda c, t: ["topicRoute", "-t", t], norm_times),
-    ("topicStatus", lambda c, t: ["topicStatus", "-t", t], norm_rates),
-    ("topicClusterList", lambda c, t: ["topicClusterList", "-t", t], norm_times),
-    ("getBrokerConfig", lambda c, t: ["getBrokerConfig", "-b", c.broker_addr], norm_times),
-    ("getNamesrvConfig", lambda c, t: ["getNamesrvConfig"], norm_times),
-    ("queryMsgByKey", lambda c, t: ["queryMsgByKey", "-t", t, "-k", "k1"], norm_times),
-    ("allocateMQ", lambda c, t: ["allocateMQ", "-t", t, "-i", "10.0.0.1,10.0.0.2"], norm_times),
+#: rmqadmin prints what mqadmin 5.3.3 prints, against a 4.9.7 cluster too ("5": compared with
+#: 5.3.3's mqadmin), and for most commands that is 4.9.7's own text ("4"). 4.9.7's topicRoute has
+#: no enableActingMaster and its clusterList fewer columns. 5.3.3's topicStatus fails against a
+#: 4.9.7 broker (it asks for GET_TOPIC_CONFIG, which 4.9.7 lacks); rmqadmin's does not, and prints
+#: 4.9.7's text plus 5.3.3's "Topic Put TPS" line.
+V4_COMMANDS: list[tuple[str, Callable[[Any, str], list[str]], Callable[[str], str], str]] = [
+    ("topicList", lambda c, t: ["topicList"], norm_times, "54"),
+    ("topicRoute", lambda c, t: ["topicRoute", "-t", t], norm_times, "5"),
+    ("topicRoute -l", lambda c, t: ["topicRoute", "-t", t, "-l"], norm_times, "54"),
+    ("topicStatus", lambda c, t: ["topicStatus", "-t", t], norm_rates, "4"),
+    ("topicClusterList", lambda c, t: ["topicClusterList", "-t", t], norm_times, "54"),
+    ("clusterList", lambda c, t: ["clusterList"], norm_rates, "5"),
+    ("getBrokerConfig", lambda c, t: ["getBrokerConfig", "-b", c.broker_addr], norm_times, "54"),
+    ("getNamesrvConfig", lambda c, t: ["getNamesrvConfig"], norm_times, "54"),
+    ("queryMsgByKey", lambda c, t: ["queryMsgByKey", "-t", t, "-k", "k1"], norm_times, "54"),
+    ("allocateMQ", lambda c, t: ["allocateMQ", "-t", t, "-i", "10.0.0.1,10.0.0.2"], norm_times,
+     "54"),
+    ("printMsgByQueue", lambda c, t: ["printMsgByQueue", "-t", t, "-a", c.broker_name, "-i", "0",
+                                      "-f", "true"], norm_times, "54"),
 ]
 
 
@@ -704,12 +713,93 @@ def v4_topic(reference_cluster_v4: Any) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,make_args,normalise", V4_COMMANDS, ids=[c[0] for c in V4_COMMANDS])
-def test_v4_same_output(reference_cluster_v4: Any, v4_topic: str, tmp_path: Path, name: str,
-                        make_args: Any, normalise: Any) -> None:
+@pytest.mark.parametrize("name,make_args,normalise,against", V4_COMMANDS,
+                         ids=[c[0] for c in V4_COMMANDS])
+def test_v4_cluster_same_output(reference_cluster_v4: Any, v4_topic: str, tmp_path: Path,
+                                name: str, make_args: Any, normalise: Any, against: str) -> None:
     args = make_args(reference_cluster_v4, v4_topic)
-    java = run_mqadmin(reference_cluster_v4, *args)
-    ours = rmqadmin(reference_cluster_v4.namesrv_addr, *args, cwd=tmp_path)
+    ns = reference_cluster_v4.namesrv_addr
+    ours = rmqadmin(ns, *args, cwd=tmp_path)
+    assert ours.returncode == 0, ours.stderr
+    if "5" in against:
+        java5 = run_mqadmin(ns, *args, version="5.3.3")
+        assert java_ok(java5), java5.stdout + java5.stderr
+        same_output(java5.stdout, ours.stdout, normalise)
+    if "4" in against:
+        java4 = run_mqadmin(reference_cluster_v4, *args)
+        assert java_ok(java4), java4.stdout + java4.stderr
+        text = ours.stdout
+        if args[0] == "topicStatus":
+            text, tps = text.rsplit("\n\n", 1)
+            assert tps.startswith("Topic Put TPS: ")
+            text += "\n"
+        same_output(java4.stdout, text, normalise)
+
+
+# ---- rmqwire's own NameServer (an official broker registers with it) ------------------------------
+
+
+@pytest.fixture(scope="module")
+def rmqwire_namesrv(reference_unavailable: Any) -> Iterator[Any]:
+    """rmqwire's NameServer (``python -m rmqwire namesrv``) with one official 5.3.3 broker."""
+    from tools.reference.jars import ReferenceUnavailable
+    from tools.rmqwire_process import BrokersOnNamesrv, RmqwireNamesrv
+
+    ns = RmqwireNamesrv({}).start()
+    cluster = BrokersOnNamesrv(namesrv_addrs=(ns.addr,), version="5.3.3")
+    try:
+        cluster.start()
+    except ReferenceUnavailable as e:
+        ns.close()
+        reference_unavailable(str(e))
+    except BaseException:
+        ns.close()
+        raise
+    try:
+        yield cluster
+    finally:
+        try:
+            cluster.stop()
+        finally:
+            ns.stop()
+            ns.close()
+
+
+NAMESRV_COMMANDS: list[tuple[str, list[str], Callable[[str], str]]] = [
+    ("clusterList", ["clusterList"], norm_rates),
+    ("topicList", ["topicList"], norm_times),
+    ("topicRoute", ["topicRoute", "-t", "TBW102"], norm_times),
+    ("topicRoute -l", ["topicRoute", "-t", "TBW102", "-l"], norm_times),
+    ("topicClusterList", ["topicClusterList", "-t", "TBW102"], norm_times),
+    ("getNamesrvConfig", ["getNamesrvConfig"], norm_times),
+]
+
+
+@pytest.mark.parametrize("name,args,normalise", NAMESRV_COMMANDS, ids=[c[0] for c in NAMESRV_COMMANDS])
+def test_against_rmqwire_namesrv(rmqwire_namesrv: Any, tmp_path: Path, name: str, args: list[str],
+                                 normalise: Any) -> None:
+    java = run_mqadmin(rmqwire_namesrv.namesrv_addr, *args)
+    ours = rmqadmin(rmqwire_namesrv.namesrv_addr, *args, cwd=tmp_path)
     assert java_ok(java), java.stdout + java.stderr
     assert ours.returncode == 0, ours.stderr
     same_output(java.stdout, ours.stdout, normalise)
+
+
+def test_kv_and_write_perm_on_rmqwire_namesrv(rmqwire_namesrv: Any, tmp_path: Path) -> None:
+    ns = rmqwire_namesrv.namesrv_addr
+    a, b = _twins("RmqwireNsKv")
+    for args in (["updateKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "{}", "-v", "b:1"],
+                 ["updateOrderConf", "-t", "{}", "-m", "get"],
+                 ["deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "{}"]):
+        java = run_mqadmin(ns, *[x.replace("{}", a) for x in args])
+        ours = rmqadmin(ns, *[x.replace("{}", b) for x in args], cwd=tmp_path)
+        assert java_ok(java) and ours.returncode == 0, ours.stderr
+        assert ours.stdout.replace(b, a) == java.stdout
+    name = rmqwire_namesrv.brokers[0].name
+    try:
+        wipe = rmqadmin(ns, "wipeWritePerm", "-b", name)
+        assert wipe.returncode == 0 and "OK" in wipe.stdout, wipe.stderr
+        assert run_mqadmin(ns, "wipeWritePerm", "-b", name).stdout == wipe.stdout
+    finally:
+        add = rmqadmin(ns, "addWritePerm", "-b", name)
+    assert add.returncode == 0 and run_mqadmin(ns, "addWritePerm", "-b", name).stdout == add.stdout
