@@ -239,3 +239,20 @@ def test_unknown_topic_is_one_line(fake_cluster: str, capsys: pytest.CaptureFixt
     captured = capsys.readouterr()
     assert captured.err == ("rmqadmin topicStatus: TOPIC_NOT_EXIST (17): No topic route info in "
                             "name server for the topic: X\n")
+
+
+def test_console_script_exits_with_the_code_and_flushed_output() -> None:
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys; from rmqwire.cli.main import entry_point; "
+                               "sys.argv = ['rmqadmin', 'nope']; entry_point()"],
+        capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr == "rmqadmin: The sub command nope not exist.\n"
+    listing = subprocess.run(
+        [sys.executable, "-c", "import sys; from rmqwire.cli.main import entry_point; "
+                               "sys.argv = ['rmqadmin']; entry_point()"],
+        capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0 and "clusterList" in listing.stdout
