@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from readme_examples import readme_blocks as readme_section_blocks
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -18,10 +19,7 @@ WAIT = 60
 
 
 def readme_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Producing messages", 1)[1]
-    section = re.split(r"\n## ", section, maxsplit=1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    return readme_section_blocks('Producing messages')
 
 
 @pytest.fixture(scope="module")
