@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up everything rmqwire needs on a fresh machine: system packages (JDK 17, Maven, Node),
+# Set up everything rmqwire needs on a fresh machine: system packages (JDK 17, Maven, Node, Prometheus),
 # the Python venv, the official RocketMQ jars from Maven Central, and the peer clients.
 # With RMQWIRE_WITH_DOCKER=1 (scripts/test.sh sets it) also a Docker engine for the run and the
 # RocketMQ image for the container backend (scripts/docker-engine.sh, tools/reference/image.py);
@@ -28,6 +28,8 @@ command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 # test.sh checks with pgrep that no JVM outlives the tests; without procps that check is silently void.
 command -v pgrep >/dev/null || need+=(procps)
+# The metrics tests start a real Prometheus (and promtool) on a free loopback port of their own.
+{ command -v prometheus >/dev/null && command -v promtool >/dev/null; } || need+=(prometheus)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=()

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.prometheus_helpers import prometheus, prometheus_module  # noqa: F401 (fixtures)
 from tools.reference import jars
 from tools.reference.jars import ReferenceUnavailable
 
