@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
@@ -37,6 +38,15 @@ from rmqwire.errors import BrokerResponseError, CodecError
 
 if TYPE_CHECKING:
     from rmqwire.remoting.config import RemotingConfig
+
+
+class RpcObserver(Protocol):
+    """Told of every answer a Dispatcher built (oneway ones too, before they are dropped), with
+    the time since the request reached it and whether the handler's answer was not ready when it
+    returned (a held pull). Used by the servers' native metrics."""
+
+    def record(self, request: RemotingCommand, response: RemotingCommand, elapsed_s: float,
+               pending: bool) -> None: ...
 
 
 class Channel(Protocol):
@@ -183,6 +193,8 @@ class Dispatcher:
         self.default = default
         self.language = language
         self.version = version
+        #: Native metrics (None: off, and nothing is measured).
+        self.observer: RpcObserver | None = None
 
     @classmethod
     def for_config(cls, config: RemotingConfig, *processors: Processor) -> Dispatcher:
@@ -213,19 +225,26 @@ class Dispatcher:
 
         The Deferred never fails: every error becomes a response (or None for oneway).
         """
+        observer = self.observer
+        started = time.perf_counter() if observer is not None else 0.0
         handler = self.handler_for(request.code)
         if handler is None:
             self.log.error(
                 "{peer} request type {code} not supported", peer=context.peer, code=request.code
             )
-            return _succeed(self._finish(request, self.error_response(
-                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, unsupported_remark(request.code)
-            )))
+            response = self.error_response(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, unsupported_remark(request.code))
+            if observer is not None:
+                observer.record(request, response, time.perf_counter() - started, False)
+            return _succeed(self._finish(request, response))
         d: Deferred[RemotingCommand | None] = maybeDeferred(handler, request, context)
+        pending = not d.called
         # separate steps so that a bad return value (TypeError in _check) also becomes SYSTEM_ERROR
         d.addCallback(_await_coroutine)
         d.addCallback(lambda result: self._check(request, result))
         d.addErrback(lambda failure: self._on_failure(request, context, failure))
+        if observer is not None:
+            d.addCallback(_observed, observer, request, started, pending)
         d.addCallback(lambda response: self._finish(request, response))
         return d
 
@@ -267,6 +286,16 @@ class Dispatcher:
             language=self.language,
             version=self.version,
         )
+
+
+def _observed(response: RemotingCommand | None, observer: RpcObserver, request: RemotingCommand,
+              started: float, pending: bool) -> RemotingCommand | None:
+    if response is not None:  # None: nothing is answered (Java records nothing either)
+        try:
+            observer.record(request, response, time.perf_counter() - started, pending)
+        except Exception:
+            Dispatcher.log.failure("recording the rpc latency failed")
+    return response
 
 
 def _await_coroutine(result: object) -> object:

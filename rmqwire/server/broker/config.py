@@ -102,6 +102,12 @@ class BrokerConfig(ConfigGroup):
     long_polling_enable: bool = item("longPollingEnable", "boolean", True)
     short_polling_time_mills: int = item("shortPollingTimeMills", "long", 1000)
     notify_consumer_ids_changed_enable: bool = item("notifyConsumerIdsChangedEnable", "boolean", True)
+    # Native metrics (rmqwire.server.broker.metrics): PROM serves them; the name or Java's number.
+    metrics_exporter_type: str = item("metricsExporterType", "String", "DISABLE")
+    metrics_prom_exporter_port: int = item("metricsPromExporterPort", "int", 5557)
+    metrics_prom_exporter_host: str = item("metricsPromExporterHost", "String", "")  # "": brokerIP1
+    metrics_label: str = item("metricsLabel", "String", "")
+    metrics_in_delta: bool = item("metricsInDelta", "boolean", False)
     channel_expired_timeout: int = item("channelExpiredTimeout", "long", 120_000)
     subscription_expired_timeout: int = item("subscriptionExpiredTimeout", "long", 600_000)
     slave_read_enable: bool = item("slaveReadEnable", "boolean", False)

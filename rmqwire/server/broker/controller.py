@@ -40,6 +40,7 @@ from rmqwire.server.broker.client_manager import ConsumerManager, ProducerManage
 from rmqwire.server.broker.config import BrokerSettings
 from rmqwire.server.broker.consumer_offset import ConsumerOffsetManager
 from rmqwire.server.broker.long_polling import PullRequestHoldService
+from rmqwire.server.broker.metrics import BrokerMetrics
 from rmqwire.server.broker.processors.admin import AdminBrokerProcessor
 from rmqwire.server.broker.processors.client_manage import ClientManageProcessor
 from rmqwire.server.broker.processors.consumer_manage import ConsumerManageProcessor
@@ -165,6 +166,7 @@ class Broker(Service):
             self.fast_server = _BrokerServer(reactor, self.remoting_config, dispatcher=fast,
                                               port=max(self.settings.listen_port - 2, 0), interface=interface)
         self.registrar = BrokerRegistrar(reactor, self)
+        self.metrics = BrokerMetrics(self)
         self.store_host: tuple[str, int] = (b.broker_ip1, self.settings.listen_port)
         self._watched: set[Any] = set()
         self._loops: list[LoopingCall] = []
@@ -205,10 +207,12 @@ class Broker(Service):
             store.add_arrival_listener(self.pull_hold_service.on_arrival)
             store.start()
             self._listen()
+            self.metrics.start()
         except BaseException:
             for server in (self.server, self.fast_server):
                 if server is not None:
                     self._stop_now(server)
+            self.metrics.stop()
             store.shutdown()
             raise
         self.pull_hold_service.start()
@@ -274,7 +278,10 @@ class Broker(Service):
                 loop.stop()
         self._loops.clear()
         self.pull_hold_service.stop()
+        stopped_metrics = self.metrics.stop()
         d = self.registrar.stop()
+        if stopped_metrics is not None:
+            d.addBoth(lambda result: stopped_metrics.addBoth(lambda _: result))
 
         def stop_servers(_: Any) -> Deferred[Any]:
             servers = [self.server] + ([self.fast_server] if self.fast_server is not None else [])

@@ -258,6 +258,12 @@ class NamesrvConfig(ConfigGroup):
     enable_update_namesrv_config: bool = item(
         "enableUpdateNamesrvConfig", "boolean", False, extension=True
     )
+    # Native metrics (rmqwire.server.namesrv.metrics), with the broker's 5.x key names: a Java
+    # NameServer has none.
+    metrics_exporter_type: str = item("metricsExporterType", "String", "DISABLE", extension=True)
+    metrics_prom_exporter_port: int = item("metricsPromExporterPort", "int", 5557, extension=True)
+    metrics_prom_exporter_host: str = item("metricsPromExporterHost", "String", "", extension=True)
+    metrics_label: str = item("metricsLabel", "String", "", extension=True)
 
 
 @dataclass

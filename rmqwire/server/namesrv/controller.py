@@ -31,6 +31,7 @@ from rmqwire.remoting.config import JAVA_SERVER_CONFIG, RemotingConfig
 from rmqwire.remoting.server import RemotingServer
 from rmqwire.server.namesrv.config import NamesrvSettings
 from rmqwire.server.namesrv.kv import KVConfigManager
+from rmqwire.server.namesrv.metrics import NamesrvMetrics
 from rmqwire.server.namesrv.processor import ClientRequestProcessor, DefaultRequestProcessor
 from rmqwire.server.namesrv.route_info import RouteInfoManager
 
@@ -88,6 +89,7 @@ class NameServer(Service):
         self._watched: set[Any] = set()
         self._scan: LoopingCall | None = None
         self._notifier: RemotingClient | None = None
+        self.metrics = NamesrvMetrics(self)
 
     # ---- Service -------------------------------------------------------------------------------
 
@@ -106,6 +108,11 @@ class NameServer(Service):
         if self.settings.server.listen_port == 0:
             # As Java does, so GET_NAMESRV_CONFIG shows the port actually listened on.
             self.settings.server.listen_port = self.server.port
+        try:
+            self.metrics.start()
+        except BaseException:
+            self.server.stopService()
+            raise
         self._start_scan()
         super().startService()
         self.log.info(
@@ -117,7 +124,7 @@ class NameServer(Service):
         if self._scan is not None and self._scan.running:
             self._scan.stop()
         self._scan = None
-        waits = [defer.maybeDeferred(self.server.stopService)]
+        waits = [defer.maybeDeferred(self.server.stopService), defer.maybeDeferred(self.metrics.stop)]
         if self._notifier is not None:
             waits.append(defer.maybeDeferred(self._notifier.stopService))
             self._notifier = None

@@ -203,6 +203,9 @@ class PullMessageProcessor(Processor):
         remark = result.status.name
         if code == ResponseCode.SUCCESS:
             broker.stats.on_get(topic, result.message_count)
+            metrics = broker.metrics
+            if metrics.enabled:
+                metrics.on_get(topic, group, result.message_count, result.buffer_total_size)
             return Response(header=rh, body=result.body, code=code, remark=remark)
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & PullSysFlag.SUSPEND:
             timeout = h.suspend_timeout_millis or 0

@@ -39,6 +39,7 @@ from rmqwire.codec.message import (
 )
 from rmqwire.model import PermName, TopicFilterType
 from rmqwire.remoting.dispatcher import Processor, RequestContext
+from rmqwire.server.broker.metrics import message_type
 from rmqwire.server.broker.topic_config import (
     DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -364,6 +365,9 @@ class SendMessageProcessor(Processor):
         append = result.append_result
         assert append is not None
         self.broker.stats.on_put(msg.topic, append.msg_num, append.wrote_bytes)
+        metrics = self.broker.metrics
+        if metrics.enabled:
+            metrics.on_put(msg.topic, message_type(msg.properties), append.msg_num, append.wrote_bytes)
         header = dict(self._ext)
         header["msgId"] = self._msg_ids(append.record_offsets, append.store_host)
         header["queueId"] = str(msg.queue_id)

@@ -152,7 +152,9 @@ def test_print_config_lines_follow_mqnamesrv(monkeypatch):
     lines = NamesrvSettings().print_lines(now=0)
     keys = [line.split(" - ", 1)[1].split("=", 1)[0] for line in lines]
     assert keys[: len(OFFICIAL_PRINT_KEYS)] == OFFICIAL_PRINT_KEYS
-    assert keys[len(OFFICIAL_PRINT_KEYS):] == ["brokerChannelExpiredTime", "enableUpdateNamesrvConfig"]
+    assert keys[len(OFFICIAL_PRINT_KEYS):] == ["brokerChannelExpiredTime", "enableUpdateNamesrvConfig",
+                                               "metricsExporterType", "metricsPromExporterPort",
+                                               "metricsPromExporterHost", "metricsLabel"]
     first = lines[0]
     assert first.endswith(" INFO main - rocketmqHome=")
     assert "INFO main - listenPort=9876" in "\n".join(lines)
