@@ -23,17 +23,17 @@ DEFAULT_PULL_TIMEOUT_MS = 3_000
 #: Kafka's ``maxTriggerDelay`` default.
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 
-READ_OPTIONS = {
-    "nameserver", "namesrvaddr", "topic", "topicpattern", "assign", "subexpression",
-    "startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp", "endingoffsets",
-    "endingtimestamp", "failondataloss", "maxoffsetspertrigger", "minoffsetspertrigger",
-    "maxtriggerdelay", "minpartitions", "pullbatchsize", "pulltimeoutms", "commitoffsetstogroup",
-    "accesskey", "secretkey", "usetls", "systemproperties", "path",
-}
-WRITE_OPTIONS = {
-    "nameserver", "namesrvaddr", "topic", "producergroup", "sendtimeoutms", "retrytimes",
-    "maxmessagesize", "accesskey", "secretkey", "usetls", "path",
-}
+_READ = ["nameServer", "namesrvAddr", "topic", "topicPattern", "assign", "subExpression",
+         "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "endingOffsets",
+         "endingTimestamp", "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger",
+         "maxTriggerDelay", "minPartitions", "pullBatchSize", "pullTimeoutMs", "commitOffsetsToGroup",
+         "accessKey", "secretKey", "useTLS", "systemProperties", "path"]
+_WRITE = ["nameServer", "namesrvAddr", "topic", "producerGroup", "sendTimeoutMs", "retryTimes",
+          "maxMessageSize", "accessKey", "secretKey", "useTLS", "path"]
+READ_OPTIONS = {k.lower() for k in _READ}
+WRITE_OPTIONS = {k.lower() for k in _WRITE}
+#: lower-cased key -> the documented spelling, for messages
+_NAME = {k.lower(): k for k in _READ + _WRITE}
 
 GROUP_REFUSED = (
     "option 'group' is not supported: the source keeps its offsets in Spark's checkpoint and "
@@ -53,7 +53,7 @@ def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
         return True
     if v.strip().lower() in ("false", "0", "no"):
         return False
-    raise ValueError(f"option {key!r} must be true or false, not {v!r}")
+    raise ValueError(f"option {_NAME.get(key, key)!r} must be true or false, not {v!r}")
 
 
 def _int(opts: Mapping[str, str], key: str, default: int | None, *, minimum: int = 1) -> int | None:
@@ -63,9 +63,9 @@ def _int(opts: Mapping[str, str], key: str, default: int | None, *, minimum: int
     try:
         n = int(v)
     except ValueError:
-        raise ValueError(f"option {key!r} must be an integer, not {v!r}") from None
+        raise ValueError(f"option {_NAME.get(key, key)!r} must be an integer, not {v!r}") from None
     if n < minimum:
-        raise ValueError(f"option {key!r} must be >= {minimum}, not {n}")
+        raise ValueError(f"option {_NAME.get(key, key)!r} must be >= {minimum}, not {n}")
     return n
 
 
@@ -79,7 +79,7 @@ def _duration_ms(opts: Mapping[str, str], key: str, default: int) -> int:
         return default
     m = _DURATION.match(v)
     if not m:
-        raise ValueError(f"option {key!r} must be a duration such as 30s, 5m or 1000ms, not {v!r}")
+        raise ValueError(f"option {_NAME.get(key, key)!r} must be a duration such as 30s, 5m or 1000ms, not {v!r}")
     return int(m.group(1)) * _UNIT_MS[(m.group(2) or "").lower() or None]
 
 
@@ -217,7 +217,7 @@ class ReadOptions:
         if streaming:
             for k in ("endingoffsets", "endingtimestamp"):
                 if k in opts:
-                    raise ValueError(f"option {k!r} is for batch queries only")
+                    raise ValueError(f"option {_NAME[k]!r} is for batch queries only")
             ending = Position("latest")
         else:
             if starting.kind == "latest":

@@ -62,7 +62,7 @@ def test_read_options_defaults_and_precedence() -> None:
     ({"topic": "A", "startingOffsets": "latest"}, "not allowed for a batch"),
     ({"topic": "A", "endingOffsets": '{"A": {"a": {"0": -2}}}'}, "not allowed"),
     ({"topic": "A", "minPartitions": "0"}, "minPartitions"),
-    ({"topic": "A", "failOnDataLoss": "maybe"}, "failondataloss"),
+    ({"topic": "A", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"topic": "A", "bogus": "1"}, "unknown option"),
     ({"topic": "A", "accessKey": "k"}, "go together"),
 ])
