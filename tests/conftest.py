@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+
+import pytest
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("rmqwire")
@@ -31,6 +35,18 @@ def pytest_collection_modifyitems(config, items):
         return isinstance(cls, type) and issubclass(cls, ReactorTestCase)
 
     items.sort(key=lambda item: not spins_reactor(item))  # stable: otherwise unchanged
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # A trial TestCase runs the reactor in the main thread, which installs the reactor's SIGTERM and
+    # SIGINT handlers and leaves them: the run then ignored both (seen: pytest went on testing after
+    # SIGTERM and Ctrl-C, JVMs and all). Put back what was there before each test.
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        if signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
 
 
 # Property tests run on a shared 2-core machine beside JVMs: wall-clock deadlines only add flakes.

@@ -10,7 +10,6 @@ free once and kept across restarts, so clients keep the broker's address.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shutil
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools.reference.cluster import LOOPBACK, pick_ports
+from tools.reference.cluster import LOOPBACK, pdeathsig, pick_ports
 from tools.reference.wire import WireError, get_cluster_info
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -32,13 +31,6 @@ STOP_TIMEOUT = 30.0
 
 class BrokerStartError(RuntimeError):
     pass
-
-
-def _pdeathsig() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 class RmqwireBroker:
@@ -111,7 +103,7 @@ class RmqwireBroker:
                 [self.python, *self.python_args, "-m", "rmqwire", "broker", "-c", str(self.config_file),
                  "--log-level", self.log_level],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
-                env=env, start_new_session=True, preexec_fn=_pdeathsig,
+                env=env, start_new_session=True, preexec_fn=pdeathsig,
             )
         deadline = time.monotonic() + timeout
         while not BOOT_LINE.search(self.output()):

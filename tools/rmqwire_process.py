@@ -14,7 +14,6 @@ comes first in every broker's ``namesrvAddr``.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import signal
@@ -25,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.reference.cluster import BrokerInfo, ReferenceCluster
+from tools.reference.cluster import BrokerInfo, ReferenceCluster, pdeathsig
 from tools.reference.wire import WireError, get_cluster_info
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,13 +35,6 @@ STOP_TIMEOUT = 15.0
 
 class NamesrvStartError(RuntimeError):
     pass
-
-
-def _pdeathsig() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 class RmqwireNamesrv:
@@ -88,7 +80,7 @@ class RmqwireNamesrv:
                 [self.python, "-m", "rmqwire", "namesrv", "-c", str(self.config_file),
                  "--log-level", self.log_level],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
-                env=env, start_new_session=True, preexec_fn=_pdeathsig,
+                env=env, start_new_session=True, preexec_fn=pdeathsig,
             )
         deadline = time.monotonic() + timeout
         while True:

@@ -35,10 +35,11 @@ from rmqwire.codec.commands.namesrv import (
     GetSystemTopicListFromNs,
     GetTopicsByCluster,
     GetUnitTopicList,
+    QueryDataVersion,
     WipeWritePermOfBroker,
 )
 from rmqwire.codec.commands.route import GetBrokerClusterInfo, GetRouteInfo
-from rmqwire.codec.commands.topic import TopicList
+from rmqwire.codec.commands.topic import GetAllTopicConfig, TopicList
 from tools.peers.cpp_peer import CppPeer, CppPeerUnavailable
 from tools.peers.java_peer import PEER_SOURCE, JavaPeer
 from tools.peers.node_peer import NodePeer, NodePeerUnavailable
@@ -74,6 +75,20 @@ def cluster_info(addr: str) -> wire.ClusterInfo | None:
         return wire.get_cluster_info(addr, timeout=3)
     except (OSError, wire.WireError):
         return None
+
+
+def registrations_current(setup: Setup, *namesrvs: str) -> bool:
+    """Every broker's latest topic-config version has reached every NameServer (QUERY_DATA_VERSION,
+    as the broker asks before re-registering). A broker registers asynchronously after a topic
+    change; a route edit made on a NameServer before that lands is overwritten by it."""
+    for b in setup.cluster.brokers:
+        version = wire.call(b.addr, GetAllTopicConfig).body.data_version
+        for ns in namesrvs:
+            answer = wire.call(ns, QueryDataVersion, body=version, broker_name=b.name, broker_addr=b.addr,
+                               cluster_name="DefaultCluster", broker_id=0)
+            if answer.header.changed:
+                return False
+    return True
 
 
 def registered(namesrv: str, addr: str) -> bool:
@@ -364,7 +379,9 @@ class TestSideBySide:
         assert "broker-a:4;broker-b:4" in same("updateOrderConf", "-t", topic, "-m", "get")
         same("updateOrderConf", "-t", topic, "-m", "delete")
 
-        # write permissions (each NameServer changes only its own routes)
+        # write permissions (each NameServer changes only its own routes), once the brokers'
+        # registrations after the topic changes above have reached both
+        wait_until(lambda: registrations_current(both, official, ours), 60, "brokers' registrations")
         assert same("wipeWritePerm", "-b", "broker-a").strip().endswith(
             f"OK, {len(_topics_of(ours, 'broker-a'))}")
         assert '"perm":4' in same("topicRoute", "-t", topic)

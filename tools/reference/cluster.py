@@ -94,7 +94,7 @@ def pick_ports(offsets: tuple[int, ...] = (0,)) -> int:
 
 # --------------------------------------------------------------------------- processes
 
-def _pdeathsig() -> None:
+def pdeathsig() -> None:
     # Runs in the child before exec: ask the kernel to SIGTERM it when the parent thread dies.
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -140,18 +140,18 @@ class JvmProcess:
 
     def send_term(self) -> None:
         if self.popen.poll() is None:
-            _killpg(self.popen.pid, signal.SIGTERM)
+            killpg(self.popen.pid, signal.SIGTERM)
 
     def reap(self, deadline: float) -> None:
         try:
             self.popen.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
-        _killpg(self.popen.pid, signal.SIGKILL)
+        killpg(self.popen.pid, signal.SIGKILL)
         self.popen.wait()
 
 
-def _killpg(pgid: int, sig: int) -> None:
+def killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
@@ -190,7 +190,7 @@ def spawn(name: str, cmd: list[str], home: Path, user_home: Path, cwd: Path) -> 
     with open(stdout_path, "wb") as out:
         popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                  cwd=cwd, env=java_env(home), start_new_session=True,
-                                 preexec_fn=_pdeathsig)
+                                 preexec_fn=pdeathsig)
     return JvmProcess(name, popen, stdout_path, user_home / "logs" / "rocketmqlogs")
 
 
@@ -214,7 +214,7 @@ def run_to_end(cmd: list[str], *, cwd: Path, env: dict[str, str] | None, timeout
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-                            cwd=cwd, env=env, start_new_session=True, preexec_fn=_pdeathsig)
+                            cwd=cwd, env=env, start_new_session=True, preexec_fn=pdeathsig)
     stopped = False
     try:
         try:
@@ -222,18 +222,18 @@ def run_to_end(cmd: list[str], *, cwd: Path, env: dict[str, str] | None, timeout
         except subprocess.TimeoutExpired:
             stopped = True
             if term_grace is not None:
-                _killpg(proc.pid, signal.SIGTERM)
+                killpg(proc.pid, signal.SIGTERM)
                 try:
                     out, err = proc.communicate(timeout=term_grace)
                 except subprocess.TimeoutExpired:
-                    _killpg(proc.pid, signal.SIGKILL)
+                    killpg(proc.pid, signal.SIGKILL)
                     out, err = proc.communicate()
             else:
-                _killpg(proc.pid, signal.SIGKILL)
+                killpg(proc.pid, signal.SIGKILL)
                 out, err = proc.communicate()
     finally:
         if proc.poll() is None:
-            _killpg(proc.pid, signal.SIGKILL)
+            killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return OneShotResult(proc.returncode, out or b"", err or b"", time.monotonic() - t0, stopped)
 
@@ -618,7 +618,7 @@ class ReferenceCluster:
             if found is None:
                 raise ValueError(f"no running broker {name!r} in this cluster")
             self._brokers.remove(found)
-        _killpg(found.proc.pid, signal.SIGKILL)
+        killpg(found.proc.pid, signal.SIGKILL)
         found.proc.popen.wait()
         return found.info
 

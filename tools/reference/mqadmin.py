@@ -2,22 +2,46 @@
 
 mqadmin catches every exception and exits 0, so success is judged from its output: a stack trace,
 "ERROR", "command failed", an unknown sub command or a usage dump mean failure.
+
+Starting a JVM per command cost the test suite minutes (30 commands in one test took 228 s on a
+busy machine), so commands run in a pool of long-lived JVMs per release (our
+tools/reference/java/mqadmin/MqadminSession.java calls ``MQAdminStartup.main0`` per command, with
+its own stdout and stderr, and turns the parser's ``System.exit`` into an exit status). Set
+``RMQWIRE_MQADMIN_SESSIONS=0`` for one fresh JVM per command, as the mqadmin script runs it.
 """
 
 from __future__ import annotations
 
+import atexit
+import base64
+import os
+import queue
 import re
 import shutil
+import signal
+import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from tools.reference import jars
-from tools.reference.cluster import java_env, jvm_command, run_to_end, write_v4_logback
+from tools.reference.cluster import (
+    java_env,
+    jvm_command,
+    killpg,
+    pdeathsig,
+    run_to_end,
+    write_v4_logback,
+)
 from tools.reference.wire import loads_fastjson
 
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+SESSION_MAIN = "MqadminSession"
+SESSION_SOURCE = Path(__file__).resolve().parent / "java" / "mqadmin" / "MqadminSession.java"
+_MARK = "@@rmqwire-mqadmin@@"
 MQADMIN_HEAP = ("-Xms128m", "-Xmx256m")
 DEFAULT_TIMEOUT = 60.0
 
@@ -67,20 +91,167 @@ def run_mqadmin(cluster_or_namesrv: HasNamesrv | str, *args: str, timeout: float
     if "-n" in args:
         raise ValueError("pass the NameServer as the first argument, not with -n")
     argv = (*args, "-n", namesrv)   # always -n: without it the client looks up jmenv.tbsite.net over HTTP
+    if os.environ.get("RMQWIRE_MQADMIN_SESSIONS", "1") == "0":
+        return _run_fresh(version, argv, timeout)
+    return _POOL.run(version, argv, timeout)
+
+
+def _judge(argv: tuple[str, ...], stdout_b: bytes, stderr_b: bytes, returncode: int, elapsed_s: float,
+           timed_out: bool) -> MqadminResult:
+    stdout, stderr = stdout_b.decode(errors="replace"), stderr_b.decode(errors="replace")
+    ok = not timed_out and returncode == 0 and not _FAILURE.search(stdout + "\n" + stderr)
+    return MqadminResult(argv, stdout, stderr, ok, returncode, elapsed_s, timed_out)
+
+
+def _home(work: Path, version: str) -> Path:
+    home = work / "home"
+    home.mkdir()
+    if jars.is_v4(version):
+        write_v4_logback(home)
+    return home
+
+
+def _run_fresh(version: str, argv: tuple[str, ...], timeout: float) -> MqadminResult:
     work = Path(tempfile.mkdtemp(prefix="rmqwire-mqadmin-"))
     try:
-        home = work / "home"
-        home.mkdir()
-        if jars.is_v4(version):
-            write_v4_logback(home)
+        home = _home(work, version)
         cmd = jvm_command(version, MQADMIN_MAIN, MQADMIN_HEAP, home, work / "user",
                           "rmq.tools.logback.xml", list(argv))
         run = run_to_end(cmd, cwd=work, env=java_env(home), timeout=timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    stdout, stderr = run.stdout.decode(errors="replace"), run.stderr.decode(errors="replace")
-    ok = not run.stopped and run.returncode == 0 and not _FAILURE.search(stdout + "\n" + stderr)
-    return MqadminResult(tuple(argv), stdout, stderr, ok, run.returncode, run.elapsed_s, run.stopped)
+    return _judge(argv, run.stdout, run.stderr, run.returncode, run.elapsed_s, run.stopped)
+
+
+class MqadminSession:
+    """One long-lived JVM running mqadmin commands one after another (see the module docstring)."""
+
+    START_TIMEOUT = 120.0
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.work = Path(tempfile.mkdtemp(prefix="rmqwire-mqadmin-session-"))
+        home = _home(self.work, version)
+        classes = jars.compile_java([SESSION_SOURCE], "mqadmin-session", version)
+        cmd = jvm_command(version, SESSION_MAIN, MQADMIN_HEAP, home, self.work / "user",
+                          "rmq.tools.logback.xml", [])
+        cp = cmd.index("-cp") + 1
+        cmd[cp] = f"{classes}:{cmd[cp]}"
+        # Java 17 warns that the SecurityManager is deprecated; "allow" keeps it working on later JDKs.
+        cmd.insert(1, "-Djava.security.manager=allow")
+        self._stderr = open(self.work / "jvm.err", "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     cwd=self.work, env=java_env(home), start_new_session=True,
+                                     preexec_fn=pdeathsig)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, name=f"mqadmin-session-{self.proc.pid}", daemon=True).start()
+        try:
+            line = self._next(self.START_TIMEOUT)
+        except BaseException:
+            self.close()
+            raise
+        if line != f"{_MARK} ready":
+            self.close()
+            raise RuntimeError(f"mqadmin session did not start: {line!r}\n{self._jvm_stderr()}")
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip("\n")
+            if line.startswith(_MARK):
+                self._lines.put(line)
+        self._lines.put(None)
+
+    def _next(self, timeout: float) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is None:
+            raise RuntimeError(f"mqadmin session JVM ended (exit {self.proc.poll()})\n{self._jvm_stderr()}")
+        return line
+
+    def _jvm_stderr(self) -> str:
+        try:
+            return (self.work / "jvm.err").read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, argv: tuple[str, ...], timeout: float) -> MqadminResult:
+        """One command; on a timeout the JVM is killed (a fresh JVM would have been too)."""
+        t0 = time.monotonic()
+        assert self.proc.stdin is not None
+        encoded = " ".join(base64.b64encode(a.encode()).decode() for a in argv)
+        self.proc.stdin.write(encoded.encode() + b"\n")
+        self.proc.stdin.flush()
+        try:
+            line = self._next(timeout)
+        except TimeoutError:
+            self.close()
+            return _judge(argv, b"", b"", -signal.SIGKILL, time.monotonic() - t0, True)
+        _mark, status, out, err = (line.split(" ") + ["", ""])[:4]
+        return _judge(argv, base64.b64decode(out), base64.b64decode(err), int(status),
+                      time.monotonic() - t0, False)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._stderr.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+class _SessionPool:
+    """Idle sessions per release; a caller takes one (or starts one) and gives it back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[str, list[MqadminSession]] = {}
+        self._all: list[MqadminSession] = []
+        atexit.register(self.close)
+
+    def run(self, version: str, argv: tuple[str, ...], timeout: float) -> MqadminResult:
+        session = self._take(version)
+        try:
+            result = session.run(argv, timeout)
+        except BaseException:
+            session.close()  # in an unknown state (interrupted mid-command): never reused
+            raise
+        if session.alive:
+            with self._lock:
+                self._idle.setdefault(version, []).append(session)
+        return result
+
+    def _take(self, version: str) -> MqadminSession:
+        with self._lock:
+            idle = self._idle.setdefault(version, [])
+            while idle:
+                session = idle.pop()
+                if session.alive:
+                    return session
+                session.close()
+        session = MqadminSession(version)
+        with self._lock:
+            self._all = [s for s in self._all if s.alive] + [session]
+        return session
+
+    def close(self) -> None:
+        with self._lock:
+            sessions, self._all, self._idle = self._all, [], {}
+        for session in sessions:
+            session.close()
+
+
+_POOL = _SessionPool()
+
+
+def close_mqadmin_sessions() -> None:
+    """Stop the pooled mqadmin JVMs (also done at interpreter exit)."""
+    _POOL.close()
 
 
 # --------------------------------------------------------------------------- parsers

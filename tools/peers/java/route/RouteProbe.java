@@ -11,6 +11,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Usage: RouteProbe namesrvAddr topic [topic ...]
  */
 public final class RouteProbe {
+    private static final int ATTEMPTS = 4;
+
     private RouteProbe() {
     }
 
@@ -22,13 +24,23 @@ public final class RouteProbe {
         try {
             for (int i = 1; i < args.length; i++) {
                 String topic = args[i];
-                try {
-                    List<MessageQueue> queues = producer.fetchPublishMessageQueues(topic);
-                    for (MessageQueue mq : queues) {
-                        System.out.println("QUEUE " + topic + " " + mq.getBrokerName() + " " + mq.getQueueId());
+                // The client's 3 s route timeout is missed on a busy machine (a cold JVM), and
+                // the exception is then the same as for a topic without a route: ask again.
+                for (int attempt = 1; ; attempt++) {
+                    try {
+                        List<MessageQueue> queues = producer.fetchPublishMessageQueues(topic);
+                        for (MessageQueue mq : queues) {
+                            System.out.println("QUEUE " + topic + " " + mq.getBrokerName() + " " + mq.getQueueId());
+                        }
+                        break;
+                    } catch (MQClientException e) {
+                        if (attempt < ATTEMPTS) {
+                            Thread.sleep(500);
+                            continue;
+                        }
+                        System.out.println("ERROR " + topic + " " + e.getResponseCode() + " " + e.getErrorMessage());
+                        break;
                     }
-                } catch (MQClientException e) {
-                    System.out.println("ERROR " + topic + " " + e.getResponseCode() + " " + e.getErrorMessage());
                 }
             }
         } catch (Throwable t) {
