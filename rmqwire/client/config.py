@@ -89,6 +89,9 @@ class ClientConfig:
     secret_key: str | None = dataclasses.field(default=None, repr=False)
     security_token: str | None = dataclasses.field(default=None, repr=False)
     max_inflight: int = 65_535
+    #: Client metrics (rmqwire.client.metrics): None (off), True (prometheus-client's default
+    #: registry) or a CollectorRegistry.
+    metrics: Any = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "namesrv_addr", parse_namesrv_addr(self.namesrv_addr))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, start_http_server
 
 from rmqwire import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
 from rmqwire.client.blocking import call, ensure_reactor
@@ -99,9 +100,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def prom(cluster: Cluster, prometheus_module: Any) -> Prometheus:
+def client_registry() -> Iterator[tuple[CollectorRegistry, str]]:
+    """A registry for rmqwire's clients, served as an application would (prometheus-client's
+    own HTTP server)."""
+    registry = CollectorRegistry()
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    try:
+        yield registry, f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def prom(cluster: Cluster, client_registry: tuple[CollectorRegistry, str], prometheus_module: Any) -> Prometheus:
     p = prometheus_module([ScrapeTarget(cluster.broker_metrics, job="broker"),
-                           ScrapeTarget(cluster.namesrv_metrics, job="namesrv")])
+                           ScrapeTarget(cluster.namesrv_metrics, job="namesrv"),
+                           ScrapeTarget(client_registry[1], job="client")])
     p.wait_targets_up()
     return p
 
@@ -229,6 +244,49 @@ def test_lag_gauges_equal_mqadmin_consumer_progress(cluster: Cluster, prom: Prom
         c.shutdown()
 
 
+# ---- client metrics ------------------------------------------------------------------------------
+
+def test_client_metrics_scraped(cluster: Cluster, prom: Prometheus,
+                                client_registry: tuple[CollectorRegistry, str]) -> None:
+    """rmqwire's producer and push consumer with metrics on: what Prometheus scrapes from the
+    application equals what was sent and what the broker counted in and out."""
+    registry = client_registry[0]
+    topic, group = uid("NmClient"), uid("nm_client")
+    cluster.create_topic(topic, 2)
+    with Producer(uid("nm_client_pg"), namesrv_addr=cluster.namesrv_addr, metrics=registry) as p:
+        for i in range(12):
+            p.send(Message(topic, f"client{i}".encode()))
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def listener(msgs: list[Any]) -> ConsumeResult:
+        with lock:
+            seen.extend(m.msg_id for m in msgs)
+        return ConsumeResult.SUCCESS
+
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+                     metrics=registry)
+    c.subscribe(topic, "*")
+    c.register_listener(listener)
+    c.start()
+    try:
+        wait_for(lambda: len(seen) >= 12, "the consumer got every message", WAIT)
+        prom_value(prom, f'sum(rocketmq_send_messages_total{{topic="{topic}",'
+                         f'invocation_status="success"}})', 12)
+        prom_value(prom, f'sum(rocketmq_send_cost_time_count{{topic="{topic}"}})', 12)
+        prom_value(prom, f'sum(rocketmq_receive_messages_total{{topic="{topic}",'
+                         f'consumer_group="{group}"}})', 12)
+        prom_value(prom, f'sum(rocketmq_consume_messages_total{{topic="{topic}",'
+                         f'invocation_status="success"}})', 12)
+        prom_value(prom, f'count(rocketmq_consumer_cached_messages{{topic="{topic}"}})', 2)
+        # the broker saw the same messages in and out
+        prom_value(prom, f'sum(rocketmq_messages_in_total{{topic="{topic}"}})', 12)
+        prom_value(prom, f'sum(rocketmq_messages_out_total{{topic="{topic}",'
+                         f'consumer_group="{group}"}})', 12)
+    finally:
+        c.shutdown()
+
+
 # ---- NameServer, exposition format ---------------------------------------------------------------
 
 def test_namesrv_gauges_and_rpc(cluster: Cluster, prom: Prometheus) -> None:
@@ -241,9 +299,10 @@ def test_namesrv_gauges_and_rpc(cluster: Cluster, prom: Prometheus) -> None:
     assert float(registers[0]["value"][1]) >= 1
 
 
-@pytest.mark.parametrize("which", ["broker", "namesrv"])
-def test_promtool_accepts_the_exposition(cluster: Cluster, which: str) -> None:
-    addr = cluster.broker_metrics if which == "broker" else cluster.namesrv_metrics
+@pytest.mark.parametrize("which", ["broker", "namesrv", "client"])
+def test_promtool_accepts_the_exposition(cluster: Cluster, client_registry: tuple[CollectorRegistry, str],
+                                         which: str) -> None:
+    addr = {"broker": cluster.broker_metrics, "namesrv": cluster.namesrv_metrics, "client": client_registry[1]}[which]
     text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=30).read().decode()
     assert "rocketmq_" in text
     result = promtool("check", "metrics", input=text)

@@ -282,6 +282,13 @@ def _result_of(outcome: Outcome) -> ConsumeResult | None:
 # ---- concurrent ------------------------------------------------------------------------------
 
 
+def _meter(consumer: PushConsumer, mq: MessageQueue, ok: bool, elapsed_ms: int, messages: int) -> None:
+    """One listener call into the client metrics, when they are on."""
+    metrics, instance = consumer.metrics, consumer.instance
+    if metrics is not None and instance is not None:
+        metrics.on_consume(mq.topic, consumer.group, instance.client_id, ok, elapsed_ms, messages)
+
+
 @dataclasses.dataclass(eq=False, slots=True)
 class _ConcurrentRequest:
     msgs: list[MessageExt]
@@ -389,6 +396,7 @@ class ConsumeMessageConcurrentlyService:
                 pq.consuming_tasks -= 1
                 rt_count += 1
                 rt_sum += o.elapsed_ms
+                _meter(self.consumer, req.message_queue, True, o.elapsed_ms, len(req.msgs))
                 entry = done.get(id(pq))
                 if entry is None:
                     entry = done[id(pq)] = (pq, req.message_queue, [])
@@ -428,6 +436,7 @@ class ConsumeMessageConcurrentlyService:
         if status not in (ConsumeResult.SUCCESS, ConsumeResult.RECONSUME_LATER):
             status = ConsumeResult.RECONSUME_LATER
         self.consumer.stats.inc_consume_rt(self.group, req.message_queue.topic, outcome.elapsed_ms)
+        _meter(self.consumer, req.message_queue, status is ConsumeResult.SUCCESS, outcome.elapsed_ms, len(req.msgs))
         if pq.dropped:
             self.log.warn("processQueue is dropped without process consume result. messageQueue={mq}",
                           mq=req.message_queue)
@@ -684,6 +693,8 @@ class ConsumeMessageOrderlyService:
         if status is None or status is ConsumeResult.RECONSUME_LATER:
             status = ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
         self.consumer.stats.inc_consume_rt(self.group, mq.topic, outcome.elapsed_ms)
+        _meter(self.consumer, mq, status in (ConsumeResult.SUCCESS, ConsumeResult.COMMIT), outcome.elapsed_ms,
+               len(msgs))
         if pq.dropped:
             return False
         return self.process_consume_result(msgs, status, context, pq, mq)

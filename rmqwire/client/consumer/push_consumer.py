@@ -81,6 +81,7 @@ from rmqwire.client.consumer.subscription import (
 )
 from rmqwire.client.instance import ClientInstance, ClientManager, suggest_todo
 from rmqwire.client.message import Message
+from rmqwire.client.metrics import metrics_for
 from rmqwire.client.producer.producer import Producer
 from rmqwire.client.validators import CLIENT_INNER_PRODUCER_GROUP, check_group
 from rmqwire.codec.codes import ResponseCode
@@ -260,6 +261,8 @@ class RebalancePushImpl(RebalanceImpl):
             # a new subscription version tells the brokers this client's view changed
             sd.sub_version = self.now_ms()
         c = self.consumer
+        if c.metrics is not None:
+            c.metrics.on_rebalance(topic, c.group, self.instance.client_id)
         n = len(self.process_queue_table)
         if n:
             if c.config.pull_threshold_for_topic != -1:
@@ -345,6 +348,9 @@ class PushConsumer:
         self.message_queue_listener: Callable[[str, set[MessageQueue], set[MessageQueue]], None] | None = None
         self.paused = False
         self.stats = ConsumerStats(reactor.seconds)
+        self.metrics = metrics_for(self.client_config.metrics)
+        if self.metrics is not None:
+            self.metrics.watch_consumer(self)
         self.start_timestamp = self.now_ms()
         self.instance: ClientInstance | None = None
         self.rebalance: RebalanceImpl = None  # type: ignore[assignment]  # set at start
@@ -741,6 +747,10 @@ class PushConsumer:
             else:
                 first = msgs[0].queue_offset
                 self.stats.inc_pull_tps(self.group, mq.topic, len(msgs))
+                if self.metrics is not None and self.instance is not None:
+                    now = self.now_ms()
+                    self.metrics.on_pull(mq.topic, self.group, self.instance.client_id, now - int(begin * 1000),
+                                         msgs, now)
                 dispatch = pq.put_messages(msgs)
                 self.consume_service.submit_consume_request(msgs, pq, mq, dispatch)
                 if self.config.pull_interval > 0:

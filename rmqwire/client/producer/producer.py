@@ -49,6 +49,7 @@ from rmqwire.client.message import (
     SendResult,
     SendStatus,
 )
+from rmqwire.client.metrics import metrics_for
 from rmqwire.client.producer.selector import (
     LATENCY_MAX,
     NOT_AVAILABLE_DURATION,
@@ -282,6 +283,7 @@ class Producer:
         self._async_tokens = _Semaphore(self.config.max_inflight_async)
         self._oneway_tokens = _Semaphore(self.config.max_inflight_oneway)
         self._namespace = self.client_config.namespace
+        self.metrics = metrics_for(self.client_config.metrics)
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -509,12 +511,25 @@ class Producer:
     ) -> Deferred[Any]:
         try:
             if queue is not None:
-                return self._send_to_queue(msg, mode, queue, begin, timeout_ms)
-            if selector is not None:
-                return self._send_select(msg, mode, selector, arg, begin, timeout_ms)
-            return _DefaultSend(self, msg, mode, begin, timeout_ms).start()
+                d = self._send_to_queue(msg, mode, queue, begin, timeout_ms)
+            elif selector is not None:
+                d = self._send_select(msg, mode, selector, arg, begin, timeout_ms)
+            else:
+                d = _DefaultSend(self, msg, mode, begin, timeout_ms).start()
         except Exception:
-            return defer.fail()
+            d = defer.fail()
+        if self.metrics is not None:
+            d.addBoth(self._metered, msg, begin)
+        return d
+
+    def _metered(self, result: Any, msg: CodecMessage, begin: int) -> Any:
+        assert self.metrics is not None
+        ok = not isinstance(result, Failure) and (
+            result is None or getattr(result, "status", SendStatus.SEND_OK) is SendStatus.SEND_OK)
+        messages = len(msg.messages) if isinstance(msg, _Batch) else 1
+        client_id = self.instance.client_id if self.instance is not None else ""
+        self.metrics.on_send(msg.topic, client_id, ok, self._now_ms() - begin, messages, len(msg.body or b""))
+        return result
 
     def _make_sure_state_ok(self) -> None:
         if self.state is not ServiceState.RUNNING:
