@@ -28,7 +28,6 @@ from twisted.web.server import Site
 
 from rmqwire.codec.codes import RequestCode, ResponseCode
 from rmqwire.codec.frame import RemotingCommand
-from rmqwire.codec.java import now_ms
 
 __all__ = [
     "MetricsExporterType",
@@ -190,6 +189,3 @@ class MetricsHttpServer:
         listening, self._listening = self._listening, None
         return listening.stopListening() if listening is not None else None
 
-
-def elapsed_ms_since(timestamp_ms: int) -> int:
-    return max(0, now_ms() - timestamp_ms)

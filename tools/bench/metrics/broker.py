@@ -69,6 +69,12 @@ class Scraper:
         self._thread.join(15)
 
 
+def _mark(run: Run, on: bool) -> Run:
+    """The driver's scenario field says whether metrics were on."""
+    run.scenario = "on" if on else "off"
+    return run
+
+
 def run_official(ns: _Namesrv, on: bool, seconds: float, threads: int, index: int) -> tuple[Run, Scraper | None]:
     name = f"official-{'on' if on else 'off'}-{index}"
     port = pick_ports() if on else 0
@@ -76,10 +82,10 @@ def run_official(ns: _Namesrv, on: bool, seconds: float, threads: int, index: in
     pid = next(b.proc.pid for b in ns._brokers if b.info.name == name)
     try:
         if not on:
-            return _drive(ns.namesrv_addr, info.addr, pid, "official", "off", seconds, threads), None
+            return _mark(_drive(ns.namesrv_addr, info.addr, pid, "official", "single", seconds, threads), on), None
         with Scraper(f"http://127.0.0.1:{port}/metrics") as scraper:
-            run = _drive(ns.namesrv_addr, info.addr, pid, "official", "on", seconds, threads)
-        return run, scraper
+            run = _drive(ns.namesrv_addr, info.addr, pid, "official", "single", seconds, threads)
+        return _mark(run, on), scraper
     finally:
         ns.kill_broker(name)
 
@@ -93,10 +99,11 @@ def run_rmqwire(ns: _Namesrv, on: bool, seconds: float, threads: int, parent: Pa
     broker.start()
     try:
         if not on:
-            return _drive(ns.namesrv_addr, broker.addr, broker.pid, "rmqwire", "off", seconds, threads), None
+            return _mark(_drive(ns.namesrv_addr, broker.addr, broker.pid, "rmqwire", "single", seconds, threads),
+                         on), None
         with Scraper(f"http://127.0.0.1:{port}/metrics") as scraper:
-            run = _drive(ns.namesrv_addr, broker.addr, broker.pid, "rmqwire", "on", seconds, threads)
-        return run, scraper
+            run = _drive(ns.namesrv_addr, broker.addr, broker.pid, "rmqwire", "single", seconds, threads)
+        return _mark(run, on), scraper
     finally:
         broker.stop(timeout=60)
         shutil.rmtree(workdir, ignore_errors=True)
