@@ -27,18 +27,17 @@ families are built when the registry is collected.
 from __future__ import annotations
 
 import weakref
-from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
-    HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.utils import floatToGoString
+
+from rmqwire.remoting.metrics import Histograms
 
 __all__ = ["ClientMetrics", "metrics_for"]
 
@@ -65,38 +64,6 @@ def metrics_for(option: Any) -> ClientMetrics | None:
     return found
 
 
-def _buckets(bounds: Sequence[int], counts: Sequence[int]) -> list[tuple[str, float]]:
-    out, total = [], 0
-    for bound, n in zip(bounds, counts, strict=False):
-        total += n
-        out.append((floatToGoString(bound), total))
-    out.append(("+Inf", total + counts[len(bounds)]))
-    return out
-
-
-class _Histograms:
-    """Per label tuple: [count per bucket..., +Inf, sum]."""
-
-    __slots__ = ("bounds", "series")
-
-    def __init__(self, bounds: Sequence[int]) -> None:
-        self.bounds = tuple(bounds)
-        self.series: dict[tuple[str, ...], list[int]] = {}
-
-    def observe(self, key: tuple[str, ...], value: int, times: int = 1) -> None:
-        s = self.series.get(key)
-        if s is None:
-            s = self.series[key] = [0] * (len(self.bounds) + 2)
-        s[bisect_left(self.bounds, value)] += times
-        s[-1] += value * times
-
-    def family(self, name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
-        fam = HistogramMetricFamily(name, doc, labels=labels)
-        for key, s in list(self.series.items()):
-            fam.add_metric(list(key), _buckets(self.bounds, s), s[-1])
-        return fam
-
-
 def _add(table: dict[tuple[str, ...], int], key: tuple[str, ...], n: int) -> None:
     table[key] = table.get(key, 0) + n
 
@@ -112,14 +79,14 @@ class ClientMetrics:
     """The client families of one registry (see the module docstring)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.send_cost = _Histograms(SEND_BUCKETS)
+        self.send_cost = Histograms(SEND_BUCKETS)
         self.send_messages: dict[tuple[str, ...], int] = {}
         self.send_bytes: dict[tuple[str, ...], int] = {}
-        self.pull_cost = _Histograms(SEND_BUCKETS)
-        self.delivery = _Histograms(SEND_BUCKETS)
+        self.pull_cost = Histograms(SEND_BUCKETS)
+        self.delivery = Histograms(SEND_BUCKETS)
         self.receive_messages: dict[tuple[str, ...], int] = {}
         self.receive_bytes: dict[tuple[str, ...], int] = {}
-        self.process = _Histograms(PROCESS_BUCKETS)
+        self.process = Histograms(PROCESS_BUCKETS)
         self.consumed: dict[tuple[str, ...], int] = {}
         self.rebalances: dict[tuple[str, ...], int] = {}
         self._consumers: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -1,5 +1,7 @@
-"""What the native metrics of rmqwire's Broker and NameServer share: the 5.x switch keys, the
-common labels, the RPC latency histogram and the HTTP page a Prometheus scrapes.
+"""What the native metrics of rmqwire's Broker and NameServer share: the 5.x switch key, the
+``metricsLabel`` pairs, a collector over a family builder and the HTTP page a Prometheus scrapes.
+
+The RPC latency histogram and the histogram helpers are in ``rmqwire.remoting.metrics``.
 
 The official 5.x broker exports through OpenTelemetry's Prometheus exporter; its sample names
 carry the instrument's unit (``rocketmq_rpc_latency_milliseconds_bucket``,
@@ -14,34 +16,24 @@ as well, so nothing is read while it changes).
 from __future__ import annotations
 
 import enum
-from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
+from prometheus_client.metrics_core import Metric
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
-from rmqwire.codec.codes import RequestCode, ResponseCode
-from rmqwire.codec.frame import RemotingCommand
-
 __all__ = [
+    "FamiliesCollector",
     "MetricsExporterType",
     "MetricsHttpServer",
-    "RpcLatency",
-    "histogram_buckets",
     "parse_labels",
 ]
 
 log = Logger()
-
-#: Java ``RemotingMetricsManager.getMetricsView``: rpc latency bucket bounds (ms).
-RPC_LATENCY_BUCKETS: tuple[int, ...] = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
-_PULL_CODES = frozenset({int(RequestCode.PULL_MESSAGE), int(RequestCode.LITE_PULL_MESSAGE)})
 
 
 class MetricsExporterType(enum.IntEnum):
@@ -80,61 +72,6 @@ def parse_labels(text: str | None) -> dict[str, str]:
             continue
         labels[parts[0]] = parts[1]
     return labels
-
-
-def code_descriptions(codes: type[enum.IntEnum]) -> dict[int, str]:
-    """Java ``RemotingHelper.getRequestCodeDesc`` / ``getResponseCodeDesc``: the lower-case name."""
-    return {int(c): c.name.lower() for c in codes}
-
-
-_REQUEST_DESC = code_descriptions(RequestCode)
-_RESPONSE_DESC = code_descriptions(ResponseCode)
-
-
-def histogram_buckets(bounds: Sequence[int], counts: Sequence[int]) -> list[tuple[str, float]]:
-    """Cumulative ``(le, count)`` pairs from per-bucket counts (the last one is +Inf)."""
-    out: list[tuple[str, float]] = []
-    total = 0
-    for bound, n in zip(bounds, counts, strict=False):
-        total += n
-        out.append((floatToGoString(bound), total))
-    total += counts[len(bounds)]
-    out.append(("+Inf", total))
-    return out
-
-
-class RpcLatency:
-    """``rocketmq_rpc_latency`` (histogram, ms) by request code, response code, long polling and
-    result: a Dispatcher observer. Per answered request: one clock read, one dict lookup and
-    three int additions."""
-
-    name = "rocketmq_rpc_latency_milliseconds"
-
-    def __init__(self) -> None:
-        # (request code, response code, long polling, oneway) -> [count per bucket..., +Inf, sum]
-        self._series: dict[tuple[int, int, bool, bool], list[int]] = {}
-
-    def record(self, request: RemotingCommand, response: RemotingCommand, elapsed_s: float,
-               pending: bool) -> None:
-        ms = int(elapsed_s * 1000)
-        code = request.code
-        key = (code, response.code, pending and code in _PULL_CODES, request.is_oneway)
-        series = self._series.get(key)
-        if series is None:
-            series = self._series[key] = [0] * (len(RPC_LATENCY_BUCKETS) + 2)
-        series[bisect_left(RPC_LATENCY_BUCKETS, ms)] += 1
-        series[-1] += ms
-
-    def family(self, common: Mapping[str, str]) -> HistogramMetricFamily:
-        names = [*common, "protocol_type", "request_code", "response_code", "is_long_polling", "result"]
-        fam = HistogramMetricFamily(self.name, "Rpc latency", labels=names)
-        base = list(common.values())
-        for (req, resp, polling, oneway), series in list(self._series.items()):
-            fam.add_metric(
-                [*base, "remoting", _REQUEST_DESC.get(req, str(req)), _RESPONSE_DESC.get(resp, str(resp)),
-                 "true" if polling else "false", "oneway" if oneway else "success"],
-                histogram_buckets(RPC_LATENCY_BUCKETS, series), series[-1])
-        return fam
 
 
 class FamiliesCollector:

@@ -34,13 +34,12 @@ from rmqwire.codec.codes import LanguageCode, version_name
 from rmqwire.codec.java import now_ms
 from rmqwire.codec.message import PropertyKey
 from rmqwire.model import ConsumeType, PermName
+from rmqwire.remoting.metrics import RpcLatency, histogram_buckets
 from rmqwire.server.broker.topic_config import DLQ_PREFIX, RETRY_PREFIX
 from rmqwire.server.metrics import (
     FamiliesCollector,
     MetricsExporterType,
     MetricsHttpServer,
-    RpcLatency,
-    histogram_buckets,
     parse_labels,
 )
 

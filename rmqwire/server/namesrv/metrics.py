@@ -19,11 +19,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from twisted.logger import Logger
 
+from rmqwire.remoting.metrics import RpcLatency
 from rmqwire.server.metrics import (
     FamiliesCollector,
     MetricsExporterType,
     MetricsHttpServer,
-    RpcLatency,
     parse_labels,
 )
 

@@ -112,8 +112,8 @@ def run_rmqwire(ns: _Namesrv, on: bool, seconds: float, threads: int, parent: Pa
 def recording_cost(n: int = 200_000) -> dict[str, float]:
     """ns per call of what the hot path does with metrics on (in this process, no broker)."""
     from rmqwire.codec import RemotingCommand, RequestCode, ResponseCode
+    from rmqwire.remoting.metrics import RpcLatency
     from rmqwire.server.broker.metrics import BrokerMetrics, message_type
-    from rmqwire.server.metrics import RpcLatency
 
     m = BrokerMetrics.__new__(BrokerMetrics)  # only the recording state: no broker needed
     m._in, m._out = {}, {}

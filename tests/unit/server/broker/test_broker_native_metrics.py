@@ -20,13 +20,9 @@ from rmqwire.codec.commands import GetRouteInfo
 from rmqwire.codec.message import PropertyKey
 from rmqwire.errors import TopicNotExistError
 from rmqwire.remoting import RemotingClient, RemotingConfig
+from rmqwire.remoting.metrics import RpcLatency, histogram_buckets
 from rmqwire.server.broker.metrics import message_type
-from rmqwire.server.metrics import (
-    MetricsExporterType,
-    RpcLatency,
-    histogram_buckets,
-    parse_labels,
-)
+from rmqwire.server.metrics import MetricsExporterType, parse_labels
 from rmqwire.testing import TIMEOUT, RmqwireCluster, start_cluster
 
 TOPIC = "MetricsTopic"
@@ -289,7 +285,7 @@ def test_off_by_default_nothing_observed(tmp_path: Path) -> None:
         assert c.standalone.namesrv.metrics.port is None
         with Producer("off_pg", namesrv_addr=c.namesrv_addr) as p:
             p.send(Message("OffTopic", b"x"))
-        assert broker.metrics._in == {} and broker.metrics.rpc._series == {}
+        assert broker.metrics._in == {} and broker.metrics.rpc.histograms.series == {}
     finally:
         c.stop()
 
