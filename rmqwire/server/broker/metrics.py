@@ -58,16 +58,21 @@ PROCESSORS = ("send", "async_put", "pull", "ack", "query_message", "client_manag
 _SYS_GROUP_PREFIX = "cid_rmq_sys_"
 _CONSUME_MODE = {ConsumeType.CONSUME_ACTIVELY: "pull", ConsumeType.CONSUME_PASSIVELY: "push",
                  ConsumeType.CONSUME_POP: "pop"}
+# module constants: the put path looks them up per message
+_TRAN, _SHARDING = PropertyKey.TRANSACTION_PREPARED, PropertyKey.SHARDING_KEY
 _DELAY_KEYS = ("__STARTDELIVERTIME", PropertyKey.DELAY_TIME_LEVEL, PropertyKey.TIMER_DELIVER_MS,
                PropertyKey.TIMER_DELAY_SEC, PropertyKey.TIMER_DELAY_MS)
+_TYPE_KEYS = frozenset((_TRAN, _SHARDING, *_DELAY_KEYS))
 _METER = "broker-meter"
 
 
 def message_type(properties: Mapping[str, str]) -> str:
     """Java ``BrokerMetricsManager.getMessageType`` (the ``message_type`` label)."""
-    if properties.get(PropertyKey.TRANSACTION_PREPARED, "").lower() == "true":
+    if _TYPE_KEYS.isdisjoint(properties):  # the usual case: one C-level pass
+        return "normal"
+    if properties.get(_TRAN, "").lower() == "true":
         return "transaction"
-    if PropertyKey.SHARDING_KEY in properties:
+    if _SHARDING in properties:
         return "fifo"
     for key in _DELAY_KEYS:
         if properties.get(key) is not None:
@@ -163,11 +168,11 @@ class BrokerMetrics:
 
     def on_put(self, topic: str, msg_type: str, messages: int, size: int) -> None:
         """A put of ``messages`` (a batch counts them all) and ``size`` bytes stored."""
-        if is_retry_or_dlq(topic) or messages <= 0:
-            return
         key = (topic, msg_type)
         series = self._in.get(key)
-        if series is None:
+        if series is None:  # retry and DLQ topics are never stored, so checked only here
+            if is_retry_or_dlq(topic) or messages <= 0:
+                return
             series = self._in[key] = [0] * (len(MESSAGE_SIZE_BUCKETS) + 4)
         series[0] += messages
         series[1] += size
@@ -177,11 +182,11 @@ class BrokerMetrics:
 
     def on_get(self, topic: str, group: str, messages: int, size: int) -> None:
         """A pull that returned ``messages`` records of ``size`` bytes to ``group``."""
-        if is_retry_or_dlq(topic):
-            return
         key = (topic, group)
         series = self._out.get(key)
         if series is None:
+            if is_retry_or_dlq(topic):
+                return
             series = self._out[key] = [0, 0]
         series[0] += messages
         series[1] += size
