@@ -7,6 +7,7 @@ registry. Opt-in with the client option ``metrics``: ``True`` (prometheus-client
 
 Families, named after the 5.x clients' metrics where those exist (rocketmq-clients'
 ``rocketmq_send_cost_time``, ``rocketmq_delivery_latency``, ``rocketmq_process_time``,
+``rocketmq_await_time``,
 ``rocketmq_consumer_cached_messages`` / ``_bytes``, in ms, with their buckets):
 
 - ``rocketmq_send_cost_time`` (histogram; topic, client_id, invocation_status success/failure),
@@ -15,6 +16,7 @@ Families, named after the 5.x clients' metrics where those exist (rocketmq-clien
   ``rocketmq_delivery_latency`` (histogram: receipt time - store time, per message),
   ``rocketmq_receive_messages_total`` / ``rocketmq_receive_bytes_total``;
 - ``rocketmq_process_time`` (histogram; + invocation_status) per listener call,
+  ``rocketmq_await_time`` (histogram: queued for a consume thread, concurrent consumers),
   ``rocketmq_consume_messages_total`` (counter; + invocation_status: failures are ``failure``);
 - ``rocketmq_consumer_cached_messages`` / ``rocketmq_consumer_cached_bytes`` (gauges per queue:
   + broker_name, queue_id; summed by topic they are the 5.x gauges);
@@ -44,6 +46,7 @@ __all__ = ["ClientMetrics", "metrics_for"]
 #: rocketmq-clients' bucket bounds (ms).
 SEND_BUCKETS = (1, 5, 10, 20, 50, 200, 500)
 PROCESS_BUCKETS = (1, 5, 10, 100, 10_000, 60_000)
+AWAIT_BUCKETS = (1, 5, 20, 100, 1000, 5000, 10_000)
 
 _by_registry: weakref.WeakKeyDictionary[Any, ClientMetrics] = weakref.WeakKeyDictionary()
 
@@ -87,6 +90,7 @@ class ClientMetrics:
         self.receive_messages: dict[tuple[str, ...], int] = {}
         self.receive_bytes: dict[tuple[str, ...], int] = {}
         self.process = Histograms(PROCESS_BUCKETS)
+        self.await_time = Histograms(AWAIT_BUCKETS)
         self.consumed: dict[tuple[str, ...], int] = {}
         self.rebalances: dict[tuple[str, ...], int] = {}
         self._consumers: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -113,10 +117,13 @@ class ClientMetrics:
         _add(self.receive_messages, key, count)
         _add(self.receive_bytes, key, size)
 
-    def on_consume(self, topic: str, group: str, client_id: str, ok: bool, elapsed_ms: int, messages: int) -> None:
+    def on_consume(self, topic: str, group: str, client_id: str, ok: bool, elapsed_ms: int, messages: int,
+                   waited_ms: int | None = None) -> None:
         key = (topic, group, client_id, "success" if ok else "failure")
         self.process.observe(key, max(elapsed_ms, 0))
         _add(self.consumed, key, messages)
+        if waited_ms is not None:
+            self.await_time.observe(key[:3], max(waited_ms, 0))
 
     def on_rebalance(self, topic: str, group: str, client_id: str) -> None:
         _add(self.rebalances, (topic, group, client_id), 1)
@@ -139,6 +146,7 @@ class ClientMetrics:
         yield _counter("rocketmq_receive_bytes", "Bytes of message bodies received", consumer, self.receive_bytes)
         status = [*consumer, "invocation_status"]
         yield self.process.family("rocketmq_process_time", "Listener processing time (ms)", status)
+        yield self.await_time.family("rocketmq_await_time", "Time queued for a consume thread (ms)", consumer)
         yield _counter("rocketmq_consume_messages", "Messages consumed", status, self.consumed)
         yield _counter("rocketmq_consumer_rebalance", "Queue allocation changes", consumer, self.rebalances)
         queue = [*consumer, "broker_name", "queue_id"]

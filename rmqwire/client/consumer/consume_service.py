@@ -282,11 +282,14 @@ def _result_of(outcome: Outcome) -> ConsumeResult | None:
 # ---- concurrent ------------------------------------------------------------------------------
 
 
-def _meter(consumer: PushConsumer, mq: MessageQueue, ok: bool, elapsed_ms: int, messages: int) -> None:
-    """One listener call into the client metrics, when they are on."""
+def _meter(consumer: PushConsumer, mq: MessageQueue, ok: bool, elapsed_ms: int, messages: int,
+           queued_ms: int = 0) -> None:
+    """One listener call into the client metrics, when they are on; ``queued_ms`` (when the
+    request was queued for a consume thread) gives the time it waited."""
     metrics, instance = consumer.metrics, consumer.instance
     if metrics is not None and instance is not None:
-        metrics.on_consume(mq.topic, consumer.group, instance.client_id, ok, elapsed_ms, messages)
+        waited = consumer.now_ms() - queued_ms - elapsed_ms if queued_ms else None
+        metrics.on_consume(mq.topic, consumer.group, instance.client_id, ok, elapsed_ms, messages, waited)
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -294,6 +297,7 @@ class _ConcurrentRequest:
     msgs: list[MessageExt]
     process_queue: ProcessQueue
     message_queue: MessageQueue
+    queued_ms: int = 0  # set only when client metrics are on
 
 
 class ConsumeMessageConcurrentlyService:
@@ -352,10 +356,11 @@ class ConsumeMessageConcurrentlyService:
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue,
                                dispatch_to_consume: bool) -> None:
         size = self.consumer.config.consume_message_batch_max_size
+        queued = self.consumer.now_ms() if self.consumer.metrics is not None else 0
         if len(msgs) <= size:
-            self._run(_ConcurrentRequest(list(msgs), pq, mq))
+            self._run(_ConcurrentRequest(list(msgs), pq, mq, queued))
             return
-        reqs = [_ConcurrentRequest(msgs[i : i + size], pq, mq) for i in range(0, len(msgs), size)]
+        reqs = [_ConcurrentRequest(msgs[i : i + size], pq, mq, queued) for i in range(0, len(msgs), size)]
         chunk = self.runner.chunk_hint(len(reqs))
         if chunk <= 1:
             for req in reqs:
@@ -396,7 +401,7 @@ class ConsumeMessageConcurrentlyService:
                 pq.consuming_tasks -= 1
                 rt_count += 1
                 rt_sum += o.elapsed_ms
-                _meter(self.consumer, req.message_queue, True, o.elapsed_ms, len(req.msgs))
+                _meter(self.consumer, req.message_queue, True, o.elapsed_ms, len(req.msgs), req.queued_ms)
                 entry = done.get(id(pq))
                 if entry is None:
                     entry = done[id(pq)] = (pq, req.message_queue, [])
@@ -436,7 +441,8 @@ class ConsumeMessageConcurrentlyService:
         if status not in (ConsumeResult.SUCCESS, ConsumeResult.RECONSUME_LATER):
             status = ConsumeResult.RECONSUME_LATER
         self.consumer.stats.inc_consume_rt(self.group, req.message_queue.topic, outcome.elapsed_ms)
-        _meter(self.consumer, req.message_queue, status is ConsumeResult.SUCCESS, outcome.elapsed_ms, len(req.msgs))
+        _meter(self.consumer, req.message_queue, status is ConsumeResult.SUCCESS, outcome.elapsed_ms, len(req.msgs),
+               req.queued_ms)
         if pq.dropped:
             self.log.warn("processQueue is dropped without process consume result. messageQueue={mq}",
                           mq=req.message_queue)

@@ -94,6 +94,8 @@ def test_producer_and_push_consumer_record(cluster: RmqwireCluster) -> None:
         assert total(registry, "rocketmq_delivery_latency_count", topic=topic) == sent
         assert total(registry, "rocketmq_consume_messages_total", topic=topic, invocation_status="failure") == 1
         assert total(registry, "rocketmq_process_time_count", topic=topic, invocation_status="failure") == 1
+        calls = total(registry, "rocketmq_process_time_count", topic=topic)
+        assert total(registry, "rocketmq_await_time_count", topic=topic, consumer_group=group) == calls
         assert total(registry, "rocketmq_consumer_rebalance_total", topic=topic, consumer_group=group) >= 1
         queues = {s.labels["queue_id"] for fam in registry.collect() for s in fam.samples
                   if s.name == "rocketmq_consumer_cached_messages" and s.labels["topic"] == topic}
