@@ -11,6 +11,7 @@ clients produce and consume:
 
 from __future__ import annotations
 
+import re
 import threading
 import urllib.request
 import uuid
@@ -31,6 +32,8 @@ from tests.conformance.prometheus_helpers import (
     wait_for,
 )
 from tools.peers.java_peer import JavaPeer
+from tools.peers.topics import create_topic
+from tools.reference.cluster import pick_ports
 from tools.reference.mqadmin import run_mqadmin
 
 pytestmark = pytest.mark.conformance
@@ -285,6 +288,64 @@ def test_client_metrics_scraped(cluster: Cluster, prom: Prometheus,
                          f'consumer_group="{group}"}})', 12)
     finally:
         c.shutdown()
+
+
+# ---- the official broker's families ----------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="')
+#: Families of the official broker outside this scope (POP, timer wheel, create timings).
+_NOT_COMPARED = ("rocketmq_pop_", "rocketmq_timer_", "rocketmq_topic_create_", "rocketmq_consumer_group_create_")
+
+
+def sample_label_keys(text: str) -> dict[str, frozenset[str]]:
+    """sample name -> its label names (``le`` left out) of a Prometheus text exposition; parsed by
+    hand: the official exporter's ``info`` types and unit-suffixed samples trip strict parsers."""
+    found: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None or not m.group(1).startswith("rocketmq_") or m.group(1).startswith(_NOT_COMPARED):
+            continue
+        found.setdefault(m.group(1), set()).update(k for k in _LABEL.findall(m.group(2) or "") if k != "le")
+    return {name: frozenset(keys) for name, keys in found.items()}
+
+
+def exposition_with_traffic(namesrv: str, broker_addr: str, metrics_addr: str) -> dict[str, frozenset[str]]:
+    """Java producer and consumer traffic on a new topic, scraped while the consumer is online."""
+    topic, group = uid("NmSame"), uid("nm_same")
+    create_topic(broker_addr, topic, queues=2, namesrv_addr=namesrv)
+    peer = JavaPeer(namesrv)
+    peer.produce(topic, 5, mode="sync", extra=SLOW_OK)
+    with peer.start_consumer(topic, 1000, group=group, timeout_ms=120_000) as c:
+        c.wait_started(timeout=WAIT)
+        c.wait_for(5, timeout=WAIT)
+
+        def scraped() -> dict[str, frozenset[str]] | None:
+            text = urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=30).read().decode()
+            keys = sample_label_keys(text)
+            # the lag and connection gauges appear once the consumer's heartbeat is in
+            return keys if "rocketmq_consumer_lag_messages" in keys and "rocketmq_consumer_connections" in keys \
+                else None
+
+        keys = wait_for(scraped, "the consumer's gauges in the exposition", WAIT)
+        c.stop()
+    return keys
+
+
+def test_same_samples_and_labels_as_the_official_broker(cluster: Cluster,
+                                                         reference_cluster_factory: Any) -> None:
+    """The official 5.3.3 broker with metricsExporterType=PROM and rmqwire's under the same
+    traffic: every sample name the official one exposes (outside POP and the timer wheel) is
+    exposed by rmqwire's with the same label names."""
+    port = pick_ports()
+    official = reference_cluster_factory(broker_conf={**PROM_PROPS, "metricsPromExporterPort": str(port)})
+    theirs = exposition_with_traffic(official.namesrv_addr, official.broker_addr, f"127.0.0.1:{port}")
+    ours = exposition_with_traffic(cluster.namesrv_addr, cluster.broker.address, cluster.broker_metrics)
+    assert len(theirs) >= 20, sorted(theirs)
+    missing = sorted(set(theirs) - set(ours))
+    assert not missing, f"rmqwire lacks {missing}"
+    differ = {name: (sorted(theirs[name]), sorted(ours[name])) for name in theirs if theirs[name] != ours[name]}
+    assert not differ, differ
 
 
 # ---- NameServer, exposition format ---------------------------------------------------------------
