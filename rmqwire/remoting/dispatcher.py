@@ -243,9 +243,10 @@ class Dispatcher:
         d.addCallback(_await_coroutine)
         d.addCallback(lambda result: self._check(request, result))
         d.addErrback(lambda failure: self._on_failure(request, context, failure))
-        if observer is not None:
-            d.addCallback(_observed, observer, request, started, pending)
-        d.addCallback(lambda response: self._finish(request, response))
+        if observer is None:
+            d.addCallback(lambda response: self._finish(request, response))
+        else:
+            d.addCallback(self._observed, observer, request, started, pending)
         return d
 
     def error_response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
@@ -276,6 +277,16 @@ class Dispatcher:
         )
         return self.error_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(failure))
 
+    def _observed(self, response: RemotingCommand | None, observer: RpcObserver, request: RemotingCommand,
+                  started: float, pending: bool) -> RemotingCommand | None:
+        """``_finish`` after telling the observer (one callback for both: this is per request)."""
+        if response is not None:  # None: nothing is answered (Java records nothing either)
+            try:
+                observer.record(request, response, time.perf_counter() - started, pending)
+            except Exception:
+                self.log.failure("recording the rpc latency failed")
+        return self._finish(request, response)
+
     def _finish(self, request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
         if response is None or request.is_oneway:
             return None  # Java's writeResponse drops responses to oneway requests
@@ -286,16 +297,6 @@ class Dispatcher:
             language=self.language,
             version=self.version,
         )
-
-
-def _observed(response: RemotingCommand | None, observer: RpcObserver, request: RemotingCommand,
-              started: float, pending: bool) -> RemotingCommand | None:
-    if response is not None:  # None: nothing is answered (Java records nothing either)
-        try:
-            observer.record(request, response, time.perf_counter() - started, pending)
-        except Exception:
-            Dispatcher.log.failure("recording the rpc latency failed")
-    return response
 
 
 def _await_coroutine(result: object) -> object:

@@ -135,11 +135,22 @@ def recording_cost(n: int = 200_000) -> dict[str, float]:
     def empty() -> None:
         pass
 
+    from rmqwire.remoting.dispatcher import Dispatcher, RequestContext
+
+    def answer_now(req: RemotingCommand, context: RequestContext) -> RemotingCommand:
+        return req.response_to(ResponseCode.SUCCESS, None)
+
+    plain, observed = Dispatcher({request.code: answer_now}), Dispatcher({request.code: answer_now})
+    observed.observer = RpcLatency()
+    context = RequestContext(peer="127.0.0.1:1")
+
     # the best of several repeats: the machine is shared, the least disturbed repeat is the cost
     return {name: min(timeit.repeat(fn, number=n // 10, repeat=10)) / (n // 10) * 1e9 for name, fn in
             (("an empty Python call (reference)", empty),
              ("put (message type + counters + size histogram)", put), ("pull (counters)", get),
-             ("rpc answer (2 clock reads + histogram)", answer))}
+             ("rpc answer (2 clock reads + histogram)", answer),
+             ("dispatch of an answered request, metrics off", lambda: plain.dispatch(request, context)),
+             ("dispatch of an answered request, metrics on", lambda: observed.dispatch(request, context)))}
 
 
 def _row(run: Run, scraper: Scraper | None) -> str:
