@@ -249,6 +249,7 @@ class ProducerManager:
         self.client_channel_table: dict[str, Any] = {}
         self.channel_expired_timeout = channel_expired_timeout
         self._clock = clock
+        self._next_channel = 0
 
     def register_producer(self, group: str, info: ClientChannelInfo) -> None:
         channels = self.group_channel_table.setdefault(group, {})
@@ -298,3 +299,20 @@ class ProducerManager:
 
     def group_connections(self, group: str) -> list[ClientChannelInfo]:
         return list(self.group_channel_table.get(group, {}).values())
+
+    def get_available_channel(self, group: str | None) -> Any:
+        """Java ``getAvailableChannel``: the next open channel of ``group`` in turn (the broker's
+        transaction checks go there), None when the group has none."""
+        channels = list(self.group_channel_table.get(group or "", {}))
+        if not channels:
+            return None
+        self._next_channel = (self._next_channel + 1) & 0x7FFFFFFF
+        for i in range(len(channels)):
+            channel = channels[(self._next_channel + i) % len(channels)]
+            if getattr(channel, "is_open", True):
+                return channel
+        return None
+
+    def find_channel(self, client_id: str | None) -> Any:
+        """Java ``findChannel``: the channel of a producer client id (reply messages go there)."""
+        return self.client_channel_table.get(client_id or "")

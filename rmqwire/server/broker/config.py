@@ -125,6 +125,12 @@ class BrokerConfig(ConfigGroup):
     query_thread_pool_queue_capacity: int = item("queryThreadPoolQueueCapacity", "int", 20_000)
     ack_thread_pool_queue_capacity: int = item("ackThreadPoolQueueCapacity", "int", 100_000)
     end_transaction_pool_queue_capacity: int = item("endTransactionPoolQueueCapacity", "int", 100_000)
+    transaction_time_out: int = item("transactionTimeOut", "long", 6000)
+    transaction_check_max: int = item("transactionCheckMax", "int", 15)
+    transaction_check_interval: int = item("transactionCheckInterval", "long", 30_000)
+    transaction_op_msg_max_size: int = item("transactionOpMsgMaxSize", "int", 4096)
+    transaction_op_batch_interval: int = item("transactionOpBatchInterval", "int", 3000)
+    store_reply_message_enable: bool = item("storeReplyMessageEnable", "boolean", True)
     config_black_list: str = item("configBlackList", "String", "configBlackList;brokerConfigPath")
     # ---- rmqwire extensions
     enable_update_broker_config: bool = item("enableUpdateBrokerConfig", "boolean", False, extension=True)

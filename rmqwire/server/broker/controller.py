@@ -44,13 +44,20 @@ from rmqwire.server.broker.metrics import BrokerMetrics
 from rmqwire.server.broker.processors.admin import AdminBrokerProcessor
 from rmqwire.server.broker.processors.client_manage import ClientManageProcessor
 from rmqwire.server.broker.processors.consumer_manage import ConsumerManageProcessor
+from rmqwire.server.broker.processors.end_transaction import EndTransactionProcessor
 from rmqwire.server.broker.processors.pull import PullMessageProcessor
+from rmqwire.server.broker.processors.reply import ReplyMessageProcessor
 from rmqwire.server.broker.processors.send import SendMessageProcessor
 from rmqwire.server.broker.rebalance_lock import RebalanceLockManager
 from rmqwire.server.broker.register import BrokerRegistrar
 from rmqwire.server.broker.stats import BrokerStats
 from rmqwire.server.broker.subscription_group import SubscriptionGroupManager
 from rmqwire.server.broker.topic_config import TopicConfigManager
+from rmqwire.server.broker.transaction import (
+    TransactionalMessageCheckService,
+    TransactionalMessageService,
+    TransactionCheckListener,
+)
 from rmqwire.server.store import DefaultMessageStore
 from rmqwire.server.store.config import total_physical_memory
 from rmqwire.server.store.retention import disk_partition_used_ratio
@@ -150,8 +157,15 @@ class Broker(Service):
         self.consumer_manage_processor = ConsumerManageProcessor(self)
         self.client_manage_processor = ClientManageProcessor(self)
         self.admin_processor = AdminBrokerProcessor(self)
+        self.transactional_message_service = TransactionalMessageService(self)
+        self.transaction_check_service = TransactionalMessageCheckService(
+            self, self.transactional_message_service,
+            TransactionCheckListener(self, self.transactional_message_service))
+        self.end_transaction_processor = EndTransactionProcessor(self)
+        self.reply_processor = ReplyMessageProcessor(self)
         processors = (self.admin_processor, self.send_processor, self.pull_processor,
-                      self.consumer_manage_processor, self.client_manage_processor)
+                      self.consumer_manage_processor, self.client_manage_processor,
+                      self.end_transaction_processor, self.reply_processor)
         idle = self.settings.server.server_channel_max_idle_time_seconds
         base = remoting_config if remoting_config is not None else JAVA_SERVER_CONFIG
         self.remoting_config = base.replace(idle_timeout=float(idle) if idle > 0 else None)
@@ -218,6 +232,7 @@ class Broker(Service):
         self.pull_hold_service.start()
         self._every(self.settings.broker.flush_consumer_offset_interval / 1000.0, self._persist_offsets)
         self._every(CLIENT_SCAN_INTERVAL, self._scan_channels)
+        self.transaction_check_service.start()
         super().startService()
         self.log.info("store {root} recovered ({how})", root=self.settings.store.store_path_root_dir,
                       how=report)
@@ -277,6 +292,8 @@ class Broker(Service):
             if loop.running:
                 loop.stop()
         self._loops.clear()
+        self.transaction_check_service.stop()
+        self.transactional_message_service.shutdown()
         self.pull_hold_service.stop()
         stopped_metrics = self.metrics.stop()
         d = self.registrar.stop()

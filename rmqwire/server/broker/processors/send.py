@@ -234,6 +234,14 @@ class SendMessageProcessor(Processor):
                            f"Producer: {context.peer}")
         return cfg
 
+    def check_message(self, h: SendMessageRequestHeader, context: RequestContext) -> Any:
+        """``msgCheck`` for the other processors that store what clients send (replies): the
+        topic's config, or the refusal (a Response) to answer with."""
+        try:
+            return self._msg_check(h, context)
+        except _Refused as r:
+            return self._refusal(r.code, r.remark)
+
     def _queue_id(self, h: SendMessageRequestHeader, cfg: Any) -> int:
         queue_id = h.queue_id if h.queue_id is not None else 0
         if queue_id < 0:
