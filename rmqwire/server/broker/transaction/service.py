@@ -104,6 +104,10 @@ class TransactionalMessageService:
     def now(self) -> int:
         return self.broker.now_ms()
 
+    def _reactor_ms(self) -> int:
+        """Op batching runs on the reactor's timers, so it measures with the reactor's clock."""
+        return int(self.broker.reactor.seconds() * 1000)
+
     # ---- resolving: op messages ----------------------------------------------------------------
 
     def delete_prepare_message(self, half: MessageExt) -> None:
@@ -112,7 +116,7 @@ class TransactionalMessageService:
         settings = self.broker.settings.broker
         ctx = self._ops.get(half.queue_id)
         if ctx is None:
-            ctx = self._ops[half.queue_id] = _OpContext(last_write=self.now())
+            ctx = self._ops[half.queue_id] = _OpContext(last_write=self._reactor_ms())
         data = op_body([half.queue_offset])
         if len(ctx.pending) >= OP_CONTEXT_CAPACITY:
             # Java writes at once when its queue is full
@@ -121,7 +125,7 @@ class TransactionalMessageService:
         ctx.pending.append(data)
         ctx.total += len(data)
         if ctx.total > settings.transaction_op_msg_max_size:
-            self._wake_at(self.now())
+            self._wake_at(self._reactor_ms())
         else:
             self._wake_at(ctx.last_write + settings.transaction_op_batch_interval)
 
@@ -138,11 +142,11 @@ class TransactionalMessageService:
         drained = ctx.pending[:taken]
         del ctx.pending[:taken]
         ctx.total -= sum(len(p) for p in drained)
-        ctx.last_write = self.now()
+        ctx.last_write = self._reactor_ms()
         return "".join(parts)
 
     def _wake_at(self, when_ms: int) -> None:
-        delay = max(0.0, (when_ms - self.now()) / 1000.0)
+        delay = max(0.0, (when_ms - self._reactor_ms()) / 1000.0)
         call = self._op_call
         if call is not None and call.active():
             if call.getTime() - self.broker.reactor.seconds() <= delay:
@@ -154,7 +158,7 @@ class TransactionalMessageService:
         """Java ``batchSendOpMessage``: one op message per half queue that is due."""
         self._op_call = None
         settings = self.broker.settings.broker
-        now = self.now()
+        now = self._reactor_ms()
         next_wake: int | None = None
         for queue_id, ctx in self._ops.items():
             if not ctx.pending:
