@@ -14,8 +14,12 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
@@ -29,6 +33,13 @@ import org.apache.rocketmq.common.message.MessageExt;
  *   reply --namesrv A --group G --topic T --count N --timeout-ms M
  *                                                  a consumer answering request messages with
  *                                                  MessageUtil.createReplyMessage
+ *   transact --namesrv A --group G --topic T --states commit,rollback,unknown [--check-answer commit]
+ *            [--checks N] [--timeout-ms M] [--immunity-s S]
+ *                                                  a TransactionMQProducer: one half message per state
+ *                                                  (body "tx-<i>-<state>"), each local transaction
+ *                                                  returning its state; the broker's check-backs are
+ *                                                  answered with --check-answer and reported; it
+ *                                                  stays until N checks came (or M ms passed)
  *   bench --namesrv A --topic T --mode sync|async|batch|oneway --threads N --seconds S
  *         [--body-size 1024] [--batch 16] [--inflight 1024]
  *                                                  a load generator printing TPS and latencies
@@ -48,6 +59,9 @@ public class ProducerTool {
                 case "reply":
                     reply(o);
                     break;
+                case "transact":
+                    transact(o);
+                    break;
                 case "bench":
                     bench(o);
                     break;
@@ -56,7 +70,9 @@ public class ProducerTool {
             }
         } catch (Throwable e) {
             // the client's non-daemon threads would keep a JVM whose main thread died alive
-            emit("{\"event\":\"error\",\"message\":" + q(String.valueOf(e)) + "}");
+            Throwable cause = e.getCause();
+            emit("{\"event\":\"error\",\"message\":" + q(String.valueOf(e)
+                + (cause != null ? " caused by " + cause : "")) + "}");
             System.exit(1);
         }
         System.exit(0);
@@ -80,7 +96,8 @@ public class ProducerTool {
     }
 
     private static String q(String s) {
-        return s == null ? "null" : "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+        return s == null ? "null" : "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"")
+            .replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + "\"";
     }
 
     private static void hold(Map<String, String> o) throws Exception {
@@ -128,6 +145,67 @@ public class ProducerTool {
         boolean ok = done.await(num(o, "timeout-ms", 60000), TimeUnit.MILLISECONDS);
         c.shutdown();
         replier.shutdown();
+        emit("{\"event\":\"" + (ok ? "done" : "timeout") + "\"}");
+    }
+
+    private static LocalTransactionState txState(String s) {
+        switch (s) {
+            case "commit":
+                return LocalTransactionState.COMMIT_MESSAGE;
+            case "rollback":
+                return LocalTransactionState.ROLLBACK_MESSAGE;
+            case "unknown":
+                return LocalTransactionState.UNKNOW;
+            default:
+                throw new IllegalArgumentException("a transaction state is commit|rollback|unknown, not " + s);
+        }
+    }
+
+    private static void transact(Map<String, String> o) throws Exception {
+        String topic = req(o, "topic");
+        String[] states = req(o, "states").split(",");
+        final LocalTransactionState answer = txState(o.getOrDefault("check-answer", "commit"));
+        int checks = num(o, "checks", 0);
+        final CountDownLatch checked = new CountDownLatch(checks);
+        TransactionMQProducer p = new TransactionMQProducer(req(o, "group"));
+        p.setNamesrvAddr(req(o, "namesrv"));
+        // loaded CI machines: a cold JVM takes seconds for its first connection
+        p.setSendMsgTimeout(num(o, "send-timeout-ms", 15000));
+        p.setMqClientApiTimeout(15000);
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return txState((String) arg);
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                emit("{\"event\":\"check\",\"body\":" + q(new String(msg.getBody(), StandardCharsets.UTF_8))
+                    + ",\"msgId\":" + q(msg.getMsgId()) + ",\"transactionId\":" + q(msg.getTransactionId())
+                    + ",\"topic\":" + q(msg.getTopic()) + ",\"queueId\":" + msg.getQueueId()
+                    + ",\"checkTimes\":" + q(msg.getProperty("TRANSACTION_CHECK_TIMES"))
+                    + ",\"answer\":" + q(String.valueOf(answer)) + "}");
+                checked.countDown();
+                return answer;
+            }
+        });
+        p.start();
+        emit("{\"event\":\"started\",\"clientId\":" + q(p.buildMQClientId()) + "}");
+        for (int i = 0; i < states.length; i++) {
+            Message m = new Message(topic, "TagTx", ("tx-" + i + "-" + states[i]).getBytes(StandardCharsets.UTF_8));
+            m.setKeys("txkey-" + i);
+            if (o.containsKey("immunity-s")) {
+                m.putUserProperty("CHECK_IMMUNITY_TIME_IN_SECONDS", o.get("immunity-s"));
+            }
+            TransactionSendResult r = p.sendMessageInTransaction(m, states[i]);
+            emit("{\"index\":" + i + ",\"state\":" + q(states[i]) + ",\"status\":" + q(String.valueOf(r.getSendStatus()))
+                + ",\"localState\":" + q(String.valueOf(r.getLocalTransactionState())) + ",\"msgId\":" + q(r.getMsgId())
+                + ",\"offsetMsgId\":" + q(r.getOffsetMsgId()) + ",\"transactionId\":" + q(r.getTransactionId())
+                + ",\"queueOffset\":" + r.getQueueOffset() + "}");
+        }
+        boolean ok = checked.await(num(o, "timeout-ms", 60000), TimeUnit.MILLISECONDS);
+        Thread.sleep(1000); // the answer to the last check goes out (oneway) after the listener returns
+        p.shutdown();
         emit("{\"event\":\"" + (ok ? "done" : "timeout") + "\"}");
     }
 
