@@ -79,6 +79,7 @@ public class ConsumerTool {
     private static int request(Map<String, String> o) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer(o.getOrDefault("group", "rmqwire_request_" + ProcessHandle.current().pid()));
         p.setNamesrvAddr(req(o, "namesrv"));
+        p.setMqClientApiTimeout(15000); // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
         p.start();
         emit("{\"event\":\"started\"}");
         int failed = 0;

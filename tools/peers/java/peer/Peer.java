@@ -232,6 +232,7 @@ public final class Peer {
             producer = new DefaultMQProducer(group);
         }
         producer.setNamesrvAddr(namesrv);
+        producer.setMqClientApiTimeout(15000); // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
         // Without --compress keep bodies raw, so body checks on the consumer side see the sent bytes.
         producer.setCompressMsgBodyOverHowmuch(o.compress ? 4 * 1024 : Integer.MAX_VALUE);
         producer.setSendMsgTimeout(o.getInt("send-timeout-ms", 5000));
@@ -434,6 +435,7 @@ public final class Peer {
         MessageModel mm, ConsumeFromWhere where, long timeoutMs) throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(namesrv);
+        c.setMqClientApiTimeout(15000); // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
         c.setMessageModel(mm);
         c.setConsumeFromWhere(where);
         c.subscribe(topic, sub);

@@ -117,9 +117,11 @@ public class ProducerTool {
         int count = num(o, "count", 1);
         DefaultMQProducer replier = new DefaultMQProducer(req(o, "group") + "_replier");
         replier.setNamesrvAddr(namesrv);
+        replier.setMqClientApiTimeout(15000); // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
         replier.start();
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(req(o, "group"));
         c.setNamesrvAddr(namesrv);
+        c.setMqClientApiTimeout(15000);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
         c.subscribe(req(o, "topic"), "*");
         CountDownLatch done = new CountDownLatch(count);
