@@ -17,6 +17,12 @@ from twisted.internet import defer
 from twisted.internet.defer import Deferred
 
 from rmqwire.codec import LanguageCode, RemotingCommand, RequestCode, ResponseCode
+from rmqwire.codec.commands.consumer import (
+    LockBatchMq,
+    LockBatchRequestBody,
+    UnlockBatchMq,
+    UnlockBatchRequestBody,
+)
 from rmqwire.codec.commands.heartbeat import HeartBeat, HeartbeatData, ProducerData
 from rmqwire.codec.commands.send import (
     SendMessageRequestHeader,
@@ -361,3 +367,15 @@ def test_reply_without_requester(tx: Tx) -> None:
     tx.producer.code = ResponseCode.SUCCESS
     assert _reply(tx, {"REPLY_TO_CLIENT": "127.0.0.1@tx"}).ext_fields["msgId"] == "0"
     assert sum(len(tx.messages("TT", q)) for q in range(4)) == before
+
+
+def test_lock_batch_mq_on_the_wire(tx: Tx) -> None:
+    q = [MessageQueue("TT", "broker-t", i) for i in range(3)]
+    r = tx.h.answer(LockBatchMq, body=LockBatchRequestBody(consumer_group="og", client_id="c1", mq_set=q[:2]))
+    assert sorted(m.queue_id for m in LockBatchMq.parse_response(r).body.lock_ok_mq_set) == [0, 1]
+    r = tx.h.answer(LockBatchMq, body=LockBatchRequestBody(consumer_group="og", client_id="c2", mq_set=q))
+    assert [m.queue_id for m in LockBatchMq.parse_response(r).body.lock_ok_mq_set] == [2]
+    r = tx.h.answer(UnlockBatchMq, body=UnlockBatchRequestBody(consumer_group="og", client_id="c1", mq_set=q[:1]))
+    assert r.code == ResponseCode.SUCCESS
+    r = tx.h.answer(LockBatchMq, body=LockBatchRequestBody(consumer_group="og", client_id="c2", mq_set=q))
+    assert sorted(m.queue_id for m in LockBatchMq.parse_response(r).body.lock_ok_mq_set) == [0, 2]
