@@ -198,6 +198,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: off.Offsets = {}
         self._waiting_since: float | None = None  # minOffsetsPerTrigger: first short trigger
         self._published: dict[str, Any] | None = None  # last offsets written to the group
+        self._last_end: dict[str, Any] | None = None
 
     def _md(self) -> Metadata:
         return _shared_metadata(self.opts.connection)
@@ -217,7 +218,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             full.update(md.min_offsets(new))
         return full, md.max_offsets(mqs)
 
-    def latestOffset(self, start: dict, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        if start is None:  # PySpark 4.0/4.1 call latestOffset(): go on from the last end returned
+            start = self._last_end if self._last_end is not None else self.initialOffset()
         self._publish(start)  # the end of the last completed batch: see _publish
         begin = off.from_json_dict(start)
         full, latest = self._with_new_queues(begin)
@@ -234,14 +237,17 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     raise DataLossError(text + ". Set failOnDataLoss=false to go on from its max offset.")
                 log.warning("%s; going on from %d", text, v)
             end[mq] = v
-        if limit is None:  # PySpark 4.0/4.1: no admission control from the engine
-            limit = self.getDefaultReadLimit()
-        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
-            end = off.rate_limit(full, end, limit.max_rows)
+        if limit is None:  # PySpark 4.0/4.1: no admission control from the engine, use the options
+            max_rows = self.opts.max_offsets_per_trigger
+        else:
+            max_rows = limit.max_rows if ReadMaxRows is not None and isinstance(limit, ReadMaxRows) else None
+        if max_rows:
+            end = off.rate_limit(full, end, max_rows)
         if not isinstance(limit, ReadAllAvailable) and self.opts.min_offsets_per_trigger:
             if not self._enough(off.available(full, end)):
                 return start
-        return off.to_json_dict(end)
+        self._last_end = off.to_json_dict(end)
+        return self._last_end
 
     def _enough(self, available: int) -> bool:
         """minOffsetsPerTrigger with maxTriggerDelay (Kafka's rule)."""
