@@ -17,6 +17,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import add_common, connection_options, session  # noqa: E402
 
+#: Spark waits only 10 s for the driver-side Python process of a streaming source to connect
+#: back; on a loaded machine that can fail before any batch ran, so the query is started again.
+WORKER_START_FAILED = "Python worker failed to connect back"
+START_ATTEMPTS = 3
+
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="topic_to_parquet", description=__doc__.split("\n\n")[0])
@@ -53,13 +58,21 @@ def main(argv: list[str] | None = None) -> int:
               .option("checkpointLocation", args.checkpoint).partitionBy("topic", "date"))
     writer = (writer.trigger(availableNow=True) if args.available_now
               else writer.trigger(processingTime=f"{args.trigger_seconds} seconds"))
-    query = writer.start()
-    print(f"started query {query.id} -> {args.output}", flush=True)
     try:
-        query.awaitTermination(args.timeout_seconds)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            query = writer.start()
+            print(f"started query {query.id} -> {args.output}", flush=True)
+            try:
+                query.awaitTermination(args.timeout_seconds)
+                break
+            except Exception as e:
+                if WORKER_START_FAILED not in str(e) or attempt == START_ATTEMPTS:
+                    raise
+                print(f"{WORKER_START_FAILED}; starting the query again from its checkpoint", flush=True)
+            finally:
+                if query.isActive:
+                    query.stop()
     finally:
-        if query.isActive:
-            query.stop()
         spark.stop()
     return 0
 

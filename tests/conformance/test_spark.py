@@ -101,6 +101,20 @@ def run_job(name: str, *args: str, timeout: float = JOB_TIMEOUT, log: Path) -> s
     return subprocess.CompletedProcess(proc.args, proc.returncode, text, "")
 
 
+def start_query(make: Callable[[], Any]) -> Any:
+    """Start a streaming query and wait for its first progress; start it again when Spark gave
+    up on its driver-side Python process (Spark waits only 10 s for it to connect back, which a
+    loaded machine can miss: nothing ran yet then)."""
+    for attempt in range(3):
+        q = make()
+        wait_until(lambda: q.recentProgress or not q.isActive, JOB_TIMEOUT, "the query's first batch")
+        exc = None if q.isActive else q.exception()
+        if exc is not None and "failed to connect back" in str(exc) and attempt < 2:
+            continue
+        return q
+    raise AssertionError("unreachable")
+
+
 # ---- shared fixtures -------------------------------------------------------------------------------
 
 
@@ -269,10 +283,10 @@ def test_rate_limit_and_available_now_stop_at_the_snapshot(
         if batch_id == 0:  # sent after the AvailableNow snapshot: not part of this run
             late.extend(producer.send(Message(topic, f"late{i}".encode())).msg_id for i in range(8))
 
-    q = (spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
-         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "40").load()
-         .writeStream.foreachBatch(batch).option("checkpointLocation", str(tmp_path / "ckpt"))
-         .trigger(availableNow=True).start())
+    q = start_query(lambda: spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
+                    .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "40").load()
+                    .writeStream.foreachBatch(batch).option("checkpointLocation", str(tmp_path / "ckpt"))
+                    .trigger(availableNow=True).start())
     assert q.awaitTermination(JOB_TIMEOUT), "the AvailableNow query did not stop"
     assert q.exception() is None
     assert sum(sizes) == 200 and len(late) == 8
@@ -294,10 +308,10 @@ def test_queues_added_while_streaming_are_read_from_their_start(
         with lock:
             seen.extend(got)
 
-    q = (spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
-         .option("startingOffsets", "earliest").load()
-         .writeStream.foreachBatch(batch).option("checkpointLocation", str(tmp_path / "ckpt"))
-         .trigger(processingTime="1 second").start())
+    q = start_query(lambda: spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
+                    .option("startingOffsets", "earliest").load()
+                    .writeStream.foreachBatch(batch).option("checkpointLocation", str(tmp_path / "ckpt"))
+                    .trigger(processingTime="1 second").start())
     try:
         wait_until(lambda: len(seen) >= 10, JOB_TIMEOUT, "the first messages")
         create_topic(reference_cluster.broker_addr, topic, queues=4, namesrv_addr=ns)
