@@ -28,26 +28,34 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def run(spark, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    """Copy the range; returns how many messages were read (and sent)."""
+    from pyspark.sql import functions as F
+
+    reader = (spark.read.format("rocketmq").options(**connection_options(args))
+              .option("topic", args.from_topic).option("subExpression", args.sub_expression))
+    if args.starting_timestamp is not None:
+        reader = reader.option("startingTimestamp", str(args.starting_timestamp))
+    if args.ending_timestamp is not None:
+        reader = reader.option("endingTimestamp", str(args.ending_timestamp))
+    cols = ["body", "tags", "keys", "properties"]
+    if args.keep_order:
+        cols.append(F.concat_ws("/", "brokerName", "queueId").alias("shardingKey"))
+    # the read is planned once (offsets fixed), so the count and the write see the same rows
+    df = reader.load().select(*cols).cache()
+    n = df.count()
+    (df.write.format("rocketmq").options(**connection_options(args))
+     .option("topic", args.to_topic).mode("append").save())
+    df.unpersist()
+    print(f"replayed {n} messages from {args.from_topic} to {args.to_topic}", flush=True)
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     spark = session(args, "rmqwire replay")
-    from pyspark.sql import functions as F
-
     try:
-        reader = (spark.read.format("rocketmq").options(**connection_options(args))
-                  .option("topic", args.from_topic).option("subExpression", args.sub_expression))
-        if args.starting_timestamp is not None:
-            reader = reader.option("startingTimestamp", str(args.starting_timestamp))
-        if args.ending_timestamp is not None:
-            reader = reader.option("endingTimestamp", str(args.ending_timestamp))
-        cols = ["body", "tags", "keys", "properties"]
-        if args.keep_order:
-            cols.append(F.concat_ws("/", "brokerName", "queueId").alias("shardingKey"))
-        df = reader.load().select(*cols)
-        n = df.count()
-        (df.write.format("rocketmq").options(**connection_options(args))
-         .option("topic", args.to_topic).mode("append").save())
-        print(f"replayed {n} messages from {args.from_topic} to {args.to_topic}", flush=True)
+        run(spark, args)
     finally:
         spark.stop()
     return 0

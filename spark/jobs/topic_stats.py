@@ -42,19 +42,25 @@ def stats(df):  # type: ignore[no-untyped-def]
             .orderBy("topic", "tags", "hour"))
 
 
+def run(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The statistics table (also written to --output and printed)."""
+    reader = spark.read.format("rocketmq").options(**connection_options(args)).option("topic", args.topic)
+    if args.starting_timestamp is not None:
+        reader = reader.option("startingTimestamp", str(args.starting_timestamp))
+    if args.ending_timestamp is not None:
+        reader = reader.option("endingTimestamp", str(args.ending_timestamp))
+    table = stats(reader.load()).cache()
+    if args.output:
+        table.write.mode("overwrite").parquet(args.output)
+    table.show(args.rows, truncate=False)
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     spark = session(args, "rmqwire topic_stats")
     try:
-        reader = spark.read.format("rocketmq").options(**connection_options(args)).option("topic", args.topic)
-        if args.starting_timestamp is not None:
-            reader = reader.option("startingTimestamp", str(args.starting_timestamp))
-        if args.ending_timestamp is not None:
-            reader = reader.option("endingTimestamp", str(args.ending_timestamp))
-        table = stats(reader.load()).cache()
-        if args.output:
-            table.write.mode("overwrite").parquet(args.output)
-        table.show(args.rows, truncate=False)
+        run(spark, args)
     finally:
         spark.stop()
     return 0

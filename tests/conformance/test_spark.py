@@ -9,6 +9,7 @@ cluster), each in its own process group that the test kills at the end.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -402,6 +403,47 @@ def test_sink_routes_rows_to_the_given_queue(spark: SparkSession, ns: str, refer
     assert sorted((r.queueId, r["count"]) for r in back) == [(2, 15), (3, 15)]
     with pytest.raises(Exception, match="append"):
         df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("overwrite").save()
+
+
+# ---- the batch jobs (run in this process, on the module's session) -------------------------------
+
+
+def job(name: str) -> Any:
+    sys.path.insert(0, str(JOBS))  # the jobs import their _common helper
+    try:
+        spec = importlib.util.spec_from_file_location(f"rmqwire_spark_job_{name}", JOBS / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(JOBS))
+
+
+def test_topic_stats_counts_bytes_and_latency_per_tag(spark: SparkSession, ns: str, filled: Filled,
+                                                      tmp_path: Path) -> None:
+    stats = job("topic_stats")
+    out = tmp_path / "stats"
+    stats.run(spark, stats.parse(["-n", ns, "--topic", filled.topic, "--output", str(out)]))
+    rows = spark.read.parquet(str(out)).groupBy("tags").agg(F.sum("messages").alias("n"), F.sum("bytes").alias("b"),
+                                                             F.min("latency_avg_ms").alias("lat")).collect()
+    got = {r.tags: (r.n, r.b) for r in rows}
+    assert got == {"TagA": (40, 40 * 6000), "TagB": (12, sum(len(f"batch body {i}") for i in range(12)))}
+    assert all(r.lat >= 0 for r in rows)
+
+
+def test_replay_copies_a_time_range_to_another_topic(spark: SparkSession, ns: str, filled: Filled,
+                                                     reference_cluster: Any) -> None:
+    replay = job("replay")
+    target = uid("replayed")
+    create_topic(reference_cluster.broker_addr, target, queues=4, namesrv_addr=ns)
+    n = replay.run(spark, replay.parse(["-n", ns, "--from-topic", filled.topic, "--to-topic", target,
+                                        "--starting-timestamp", str(filled.between_ms), "--keep-order"]))
+    assert n == 12
+    source = read(spark, ns, topic=filled.topic, startingTimestamp=str(filled.between_ms))
+    copied = read(spark, ns, topic=target)
+    cols = ["body", "tags", "keys", "properties"]
+    assert sorted(map(tuple, copied.select(*cols).collect())) == sorted(map(tuple, source.select(*cols).collect()))
 
 
 # ---- the README example --------------------------------------------------------------------------
