@@ -20,7 +20,7 @@ from _common import add_common, connection_options, session  # noqa: E402
 #: Spark waits only 10 s for the driver-side Python process of a streaming source to connect
 #: back; on a loaded machine that can fail before any batch ran, so the query is started again.
 WORKER_START_FAILED = "Python worker failed to connect back"
-START_ATTEMPTS = 3
+START_ATTEMPTS = 5
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -45,6 +45,8 @@ JOBS = ROOT / "spark" / "jobs"
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 #: Spark JVMs start slowly on the loaded machine (a minute is common).
 JOB_TIMEOUT = 600.0
+#: Starts of a streaming query whose driver-side Python worker missed Spark's 10 s connect-back.
+START_ATTEMPTS = 5
 COLS = ["topic", "brokerName", "queueId", "queueOffset", "msgId", "offsetMsgId", "tags", "keys", "body",
         "properties", "reconsumeTimes", "sysFlag", "bornHost", "storeHost"]
 
@@ -106,11 +108,11 @@ def start_query(make: Callable[[], Any]) -> Any:
     """Start a streaming query and wait for its first progress; start it again when Spark gave
     up on its driver-side Python process (Spark waits only 10 s for it to connect back, which a
     loaded machine can miss: nothing ran yet then)."""
-    for attempt in range(3):
+    for attempt in range(START_ATTEMPTS):
         q = make()
         wait_until(lambda: q.recentProgress or not q.isActive, JOB_TIMEOUT, "the query's first batch")
         exc = None if q.isActive else q.exception()
-        if exc is not None and "failed to connect back" in str(exc) and attempt < 2:
+        if exc is not None and "failed to connect back" in str(exc) and attempt < START_ATTEMPTS - 1:
             continue
         return q
     raise AssertionError("unreachable")
