@@ -113,14 +113,11 @@ def resolve(md: Metadata, mqs: Sequence[MessageQueue], pos: Position, *, default
     unknown = sorted(set(given) - set(mqs))
     if unknown:
         raise ValueError(f"offsets name queues the subscription does not have: {unknown}")
-    fallback = md.min_offsets(mqs) if default == "earliest" else md.max_offsets(mqs)
+    mins, maxs = md.min_offsets(mqs), md.max_offsets(mqs)
+    fallback = mins if default == "earliest" else maxs
     if pos.kind == "timestamps":
         found = md.offsets_for_times(given)
         return {mq: found.get(mq, fallback[mq]) for mq in mqs}
-    need_min = [mq for mq in mqs if given.get(mq) == off.EARLIEST]
-    need_max = [mq for mq in mqs if given.get(mq) == off.LATEST]
-    mins = md.min_offsets(need_min) if need_min else {}
-    maxs = md.max_offsets(need_max) if need_max else {}
     out = {}
     for mq in mqs:
         v = given.get(mq)
