@@ -70,7 +70,9 @@ def child_env() -> dict[str, str]:
     """Spark's Python workers must run this interpreter with this tree on the path."""
     env = dict(os.environ)
     env["PYSPARK_PYTHON"] = sys.executable
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # spark/worker_site: workers import the compiled pyspark, not pyspark.zip (see its docstring)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "spark" / "worker_site"),
+                                         env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     return env
 

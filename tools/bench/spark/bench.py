@@ -44,7 +44,8 @@ def _cores(n: int) -> list[str]:
 
 def run_spark(namesrv: str, topic: str, cores: int, out: Path) -> dict[str, Any]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "spark" / "worker_site"),
+                                                         os.environ.get("PYTHONPATH")])))
     cmd = [*_cores(cores), sys.executable, "-m", "tools.bench.spark.worker", "--namesrv", namesrv,
            "--topic", topic, "--master", f"local[{cores}]", "--output", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=3600)
