@@ -379,3 +379,11 @@ def test_lock_batch_mq_on_the_wire(tx: Tx) -> None:
     assert r.code == ResponseCode.SUCCESS
     r = tx.h.answer(LockBatchMq, body=LockBatchRequestBody(consumer_group="og", client_id="c2", mq_set=q))
     assert sorted(m.queue_id for m in LockBatchMq.parse_response(r).body.lock_ok_mq_set) == [0, 2]
+
+
+def test_pending_op_messages_are_written_at_shutdown(tx: Tx) -> None:
+    tx.end(tx.send_half(b"last"), 12)
+    assert tx.messages(TRANS_OP_HALF_TOPIC) == []
+    tx.broker.transactional_message_service.shutdown()
+    (op,) = tx.messages(TRANS_OP_HALF_TOPIC)
+    assert op.body == b"0,"
