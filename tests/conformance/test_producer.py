@@ -478,3 +478,38 @@ def test_acl_signed_sends_and_unsigned_refusal(reference_unavailable: Callable[[
         assert "Send [3] times" in str(e.value)
     finally:
         cluster.stop()
+
+
+def test_tls_sends_and_pulls_against_an_enforcing_broker(reference_unavailable: Callable[[str], None]) -> None:
+    """``use_tls=True`` against an official broker with ``tls.server.mode=enforcing`` (its own
+    self-signed certificate, which Java clients also take by default); a plain client is refused."""
+    from rmqwire import ConsumeFromWhere, PullConsumer
+    from tools.reference.cluster import ReferenceCluster
+    from tools.reference.jars import ReferenceUnavailable
+
+    cluster = ReferenceCluster(broker_tls_mode="enforcing")
+    try:
+        try:
+            cluster.start()
+        except ReferenceUnavailable as e:
+            reference_unavailable(str(e))
+        topic = uid("tls")
+        with Producer(uid("pg"), namesrv_addr=cluster.namesrv_addr, use_tls=True) as p:
+            sent = [p.send(Message(topic, f"tls-{i}".encode(), tags="T")) for i in range(4)]
+        assert all(r.status is SendStatus.SEND_OK for r in sent)
+        with PullConsumer(uid("cg"), namesrv_addr=cluster.namesrv_addr, use_tls=True,
+                          consume_from_where=ConsumeFromWhere.FIRST_OFFSET) as pc:
+            pc.subscribe(topic, "*")
+            got: list[Any] = []
+            deadline = time.monotonic() + 120
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                got += pc.poll(timeout=2.0)
+        assert sorted(m.body for m in got) == sorted(f"tls-{i}".encode() for i in range(4))
+        assert {m.msg_id for m in got} == {r.msg_id for r in sent}
+        # The same broker refuses plain TCP: the send fails instead of going through unencrypted.
+        with Producer(uid("pg"), namesrv_addr=cluster.namesrv_addr, retry_times_when_send_failed=0,
+                      send_msg_timeout=10_000) as plain:
+            with pytest.raises(MQClientError):
+                plain.send(Message(topic, b"plain"))
+    finally:
+        cluster.stop()

@@ -167,7 +167,7 @@ def java_env(home: Path) -> dict[str, str]:
 
 
 def jvm_command(version: str, main: str, heap: tuple[str, ...], home: Path, user_home: Path,
-                logback: str, args: list[str]) -> list[str]:
+                logback: str, args: list[str], tls_server_mode: str = "disabled") -> list[str]:
     """The java command line for one official main class (shared with mqadmin)."""
     (user_home / "tmp").mkdir(parents=True, exist_ok=True)
     return [
@@ -178,8 +178,9 @@ def jvm_command(version: str, main: str, heap: tuple[str, ...], home: Path, user
         f"-Djava.io.tmpdir={user_home / 'tmp'}",
         # 5.x picks its logback config by resource name; 4.x reads ROCKETMQ_HOME/conf (write_v4_logback).
         f"-Drmq.logback.configurationFile={logback}",
-        # The default 'permissive' mode generates a self-signed certificate at start; plain TCP is all we use.
-        "-Dtls.server.mode=disabled",
+        # 'permissive' and 'enforcing' take TLS with a self-signed certificate made at start (and
+        # 'permissive' plain TCP too); plain TCP is all most tests use.
+        f"-Dtls.server.mode={tls_server_mode}",
         "-cp", jars.classpath(version),
         main, *args,
     ]
@@ -432,6 +433,9 @@ class ReferenceCluster:
     plain_acl: PlainAcl | None = None
     # 5.x only: every broker starts with ACL 2.0 authentication on.
     authentication: Authentication | None = None
+    # Java's tls.server.mode for the brokers; when not "disabled" the NameServer is "permissive"
+    # (TLS clients and the harness's plain probes alike).
+    broker_tls_mode: str = "disabled"
 
     namesrv_addr: str = field(init=False, default="")
     timings: dict[str, float] = field(init=False, default_factory=dict)
@@ -526,7 +530,8 @@ class ReferenceCluster:
             "kvConfigPath": str(user_home / "kvConfig.json"),
         }))
         cmd = jvm_command(self.version, NAMESRV_MAIN, NAMESRV_HEAP, self.home, user_home,
-                          "rmq.namesrv.logback.xml", ["-c", str(conf)])
+                          "rmq.namesrv.logback.xml", ["-c", str(conf)],
+                          "disabled" if self.broker_tls_mode == "disabled" else "permissive")
         t0 = time.monotonic()
         self._namesrv = spawn("namesrv", cmd, self.home, user_home, self._root)
         proc = self._namesrv
@@ -589,7 +594,7 @@ class ReferenceCluster:
             **extra,
         }))
         cmd = jvm_command(self.version, BROKER_MAIN, BROKER_HEAP, self.home, user_home,
-                          "rmq.broker.logback.xml", ["-c", str(conf)])
+                          "rmq.broker.logback.xml", ["-c", str(conf)], self.broker_tls_mode)
         t0 = time.monotonic()
         proc = spawn(name, cmd, self.home, user_home, self._root)
         addr = f"{LOOPBACK}:{listen}"
@@ -601,8 +606,9 @@ class ReferenceCluster:
             # Right after boot a 4.9.x broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR
             # (its TPS sampler has no snapshot yet), which breaks mqadmin clusterList/brokerStatus.
             probe = self._probe_credentials()
-            _wait_for(lambda: _runtime_info_ok(addr, probe), self.start_timeout, proc,
-                      f"a successful GET_BROKER_RUNTIME_INFO from {name}", interval=0.2)
+            if self.broker_tls_mode != "enforcing":  # the probe speaks plain TCP
+                _wait_for(lambda: _runtime_info_ok(addr, probe), self.start_timeout, proc,
+                          f"a successful GET_BROKER_RUNTIME_INFO from {name}", interval=0.2)
         except BaseException:
             proc.terminate(timeout=5)
             raise
