@@ -3,7 +3,7 @@
 Four groups, as ``mqbroker`` has them: ``BrokerConfig`` (below), ``NettyServerConfig`` and
 ``NettyClientConfig`` (the NameServer's classes, ``listenPort`` 10911 as BrokerStartup sets it) and
 the store's ``MessageStoreConfig`` (``rmqwire.server.store``), plus the store keys the broker
-itself reads (``brokerRole``, ``haListenPort``, ``timerWheelEnable``; ``StoreExtras``). A key of
+itself reads (``brokerRole``, ``haListenPort``, the timer and delay-offset keys; ``StoreExtras``). A key of
 the file applies to every group that has it, parsed as Java's ``MixAll.properties2Object`` does.
 
 rmqwire extension (printed after the official keys): ``enableUpdateBrokerConfig`` (false):
@@ -147,6 +147,10 @@ class StoreExtras(ConfigGroup):
     broker_role: str = item("brokerRole", "String", "ASYNC_MASTER")
     ha_listen_port: int = item("haListenPort", "int", 0)  # 0: listenPort + 1 (BrokerStartup)
     timer_wheel_enable: bool = item("timerWheelEnable", "boolean", True)
+    timer_precision_ms: int = item("timerPrecisionMs", "int", 1000)
+    timer_max_delay_sec: int = item("timerMaxDelaySec", "int", 3600 * 24 * 3)
+    timer_congest_num_each_slot: int = item("timerCongestNumEachSlot", "int", 2**31 - 1)
+    flush_delay_offset_interval: int = item("flushDelayOffsetInterval", "long", 10_000)
 
 
 #: Keys UPDATE_BROKER_CONFIG may change once ``enableUpdateBrokerConfig`` is true: switches and

@@ -50,6 +50,11 @@ from rmqwire.server.broker.processors.reply import ReplyMessageProcessor
 from rmqwire.server.broker.processors.send import SendMessageProcessor
 from rmqwire.server.broker.rebalance_lock import RebalanceLockManager
 from rmqwire.server.broker.register import BrokerRegistrar
+from rmqwire.server.broker.schedule import (
+    ScheduleHook,
+    ScheduleMessageService,
+    TimerMessageStore,
+)
 from rmqwire.server.broker.stats import BrokerStats
 from rmqwire.server.broker.subscription_group import SubscriptionGroupManager
 from rmqwire.server.broker.topic_config import TopicConfigManager
@@ -149,6 +154,15 @@ class Broker(Service):
         self.rebalance_lock_manager = RebalanceLockManager()
         self.pull_hold_service = PullRequestHoldService(reactor, self.store.get_max_offset_in_queue)
         self.stats = BrokerStats()
+        extras = self.settings.store_extras
+        self.schedule_message_service = ScheduleMessageService(
+            reactor, self.store, config_dir / "delayOffset.json",
+            persist_interval_ms=lambda: self.settings.store_extras.flush_delay_offset_interval)
+        self.timer_message_store = (TimerMessageStore(
+            reactor, self.store, config_dir / "rmqwireTimerCheck.json",
+            precision_ms=lambda: self.settings.store_extras.timer_precision_ms)
+            if extras.timer_wheel_enable else None)
+        self.store.add_put_hook(ScheduleHook(lambda: self.schedule_message_service.max_delay_level, extras))
         self.config_data_version = DataVersion()
         self._uniq = UniqueIdGenerator(ip=_ip_or_none(b.broker_ip1))
 
@@ -220,6 +234,9 @@ class Broker(Service):
             self.consumer_offset_manager.load()
             store.add_arrival_listener(self.pull_hold_service.on_arrival)
             store.start()
+            self.schedule_message_service.load()
+            if self.timer_message_store is not None:
+                self.timer_message_store.load()
             self._listen()
             self.metrics.start()
         except BaseException:
@@ -230,6 +247,9 @@ class Broker(Service):
             store.shutdown()
             raise
         self.pull_hold_service.start()
+        self.schedule_message_service.start()
+        if self.timer_message_store is not None:
+            self.timer_message_store.start()
         self._every(self.settings.broker.flush_consumer_offset_interval / 1000.0, self._persist_offsets)
         self._every(CLIENT_SCAN_INTERVAL, self._scan_channels)
         self.transaction_check_service.start()
@@ -296,6 +316,9 @@ class Broker(Service):
         self.transactional_message_service.shutdown()
         self.pull_hold_service.stop()
         stopped_metrics = self.metrics.stop()
+        self.schedule_message_service.stop()
+        if self.timer_message_store is not None:
+            self.timer_message_store.stop()
         d = self.registrar.stop()
         if stopped_metrics is not None:
             d.addBoth(lambda result: stopped_metrics.addBoth(lambda _: result))
@@ -409,6 +432,10 @@ class Broker(Service):
         for key, value in (("timerReadBehind", "0"), ("timerOffsetBehind", "0"), ("timerCongestNum", "0"),
                            ("timerEnqueueTps", "0.0"), ("timerDequeueTps", "0.0")):
             info[key] = value
+        if self.timer_message_store is not None:
+            info["timerOffsetBehind"] = str(self.timer_message_store.offset_behind())
+            info["timerCongestNum"] = str(self.timer_message_store.pending)
+        info.update(self.schedule_message_service.running_stats())
         info["remainTransientStoreBufferNumbs"] = str(2**31 - 1)
         info["remainHowManyDataToFlush"] = _human_bytes(max(0, store.max_phy_offset - store.commit_log.flushed_where))
         root = Path(self.settings.store.store_path_root_dir)

@@ -110,6 +110,9 @@ _EXT_MAX_ADDR = -(2**31) - 1
 
 ArrivalListener = Callable[[DispatchRequest], None]
 Dispatcher = Callable[[DispatchRequest], None]
+#: Java ``PutMessageHook.executeBeforePutMessage``: may rewrite the message (a delay level, a timer
+#: message) or refuse it with a result.
+PutMessageHook = Callable[[MessageExt], "PutMessageResult | None"]
 
 
 _PutOutcome = PutMessageResult | concurrent.futures.Future[PutMessageResult]
@@ -229,6 +232,7 @@ class DefaultMessageStore:
         self._last_clean_min_offset = 0
         self._dispatchers: list[Dispatcher] = [self._build_consume_queue]
         self._arrival_listeners: list[ArrivalListener] = []
+        self._put_hooks: list[PutMessageHook] = []
 
         self._lock_fd = -1
         self._loaded = False
@@ -491,6 +495,11 @@ class DefaultMessageStore:
         thread; exceptions are logged and ignored."""
         self._arrival_listeners.append(listener)
 
+    def add_put_hook(self, hook: PutMessageHook) -> None:
+        """Run ``hook`` on every single-message put after the store's own refusals (Java
+        ``putMessageHookList``); a result it returns is the put's result."""
+        self._put_hooks.append(hook)
+
     def _build_consume_queue(self, req: DispatchRequest) -> None:
         tran = req.sys_flag & _TRAN_MASK
         if tran != _TRAN_NOT and tran != _TRAN_COMMIT:
@@ -594,19 +603,24 @@ class DefaultMessageStore:
         diff = self._now_ms() - begin
         return self.config.os_page_cache_busy_time_out_mills < diff < 10_000_000
 
-    def put_message(self, msg: MessageExt) -> PutMessageResult:
+    def put_message(self, msg: MessageExt, *, hooks: bool = True) -> PutMessageResult:
         """Append one message and wait for its flush if SYNC_FLUSH asks for it (Java
         ``putMessage``); on a reactor thread use ``async_put_message``."""
-        return self._wait(self._put_message(msg))
+        return self._wait(self._put_message(msg, hooks=hooks))
 
     def put_messages(self, batch: MessageExt) -> PutMessageResult:
         """``async_put_messages`` and wait."""
         return self._wait(self._put_messages(batch))
 
-    def async_put_message(self, msg: MessageExt) -> concurrent.futures.Future[PutMessageResult]:
+    def async_put_message(self, msg: MessageExt, *, hooks: bool = True,
+                          wait_store: bool | None = None) -> concurrent.futures.Future[PutMessageResult]:
         """Append one message now; the future completes at once (ASYNC_FLUSH, or WAIT=false) or
-        when a flush covers it (SYNC_FLUSH), from the flush thread."""
-        return _as_future(self._put_message(msg))
+        when a flush covers it (SYNC_FLUSH), from the flush thread.
+
+        ``hooks=False`` skips the put hooks (a broker re-putting a message whose record keeps its
+        DELAY property, as Java's schedule service does); ``wait_store`` overrides the WAIT
+        property (Java's ``setWaitStoreMsgOK`` after the record's properties were fixed)."""
+        return _as_future(self._put_message(msg, hooks=hooks, wait_store=wait_store))
 
     def async_put_messages(self, batch: MessageExt) -> concurrent.futures.Future[PutMessageResult]:
         """Append a SEND_BATCH_MESSAGE body (``batch.body``) as one record per inner message.
@@ -626,7 +640,7 @@ class DefaultMessageStore:
         except concurrent.futures.TimeoutError:
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
 
-    def _put_message(self, msg: MessageExt) -> _PutOutcome:
+    def _put_message(self, msg: MessageExt, *, hooks: bool = True, wait_store: bool | None = None) -> _PutOutcome:
         """The append; a Future only when a SYNC_FLUSH writer must wait for the disk.
 
         ``msg`` is the broker's inner message and is updated as Java updates it: sysFlag host bits,
@@ -636,6 +650,11 @@ class DefaultMessageStore:
         refused = self.check_before_put(msg)
         if refused is not None:
             return self._failed(refused)
+        if hooks:
+            for hook in self._put_hooks:
+                refused = hook(msg)
+                if refused is not None:
+                    return self._failed(refused)
         body = msg.body or b""
         if len(body) > self.config.max_message_size:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
@@ -663,7 +682,8 @@ class DefaultMessageStore:
         if len(record) > self.config.max_message_size + 64 * 1024:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
         pending = PendingRecords(record, (len(record),), sys_flag, [])
-        return self._append(msg, pending, [msg.properties], msg.wait_store_msg_ok)
+        wait = msg.wait_store_msg_ok if wait_store is None else wait_store
+        return self._append(msg, pending, [msg.properties], wait)
 
     def _put_messages(self, batch: MessageExt) -> _PutOutcome:
         refused = self.check_before_put(batch)

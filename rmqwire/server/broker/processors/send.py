@@ -1,4 +1,5 @@
-"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (Java ``SendMessageProcessor``).
+"""SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK (Java
+``SendMessageProcessor``).
 
 The path of the official broker: ``msgCheck`` (broker and topic permissions, topic name, system
 topics, auto-creation from the request's default topic (TBW102) or a retry topic, queue id), a
@@ -24,6 +25,10 @@ from twisted.logger import Logger
 
 from rmqwire.codec.codes import ResponseCode
 from rmqwire.codec.commands.base import Response
+from rmqwire.codec.commands.consumer import (
+    ConsumerSendMsgBack,
+    ConsumerSendMsgBackRequestHeader,
+)
 from rmqwire.codec.commands.send import (
     SendBatchMessage,
     SendMessage,
@@ -149,6 +154,69 @@ class SendMessageProcessor(Processor):
         return self._process(v1, body, context, batch=batch or bool(v1.batch))
 
     # ---- the send path ---------------------------------------------------------------------------
+
+    @ConsumerSendMsgBack.responder
+    def consumer_send_msg_back(self, header: ConsumerSendMsgBackRequestHeader, body: Any,
+                               context: RequestContext) -> Any:
+        """Java ``consumerSendMsgBack``: the message at commit-log offset ``header.offset`` goes
+        to ``%RETRY%group`` with DELAY = 3 + reconsumeTimes (or the requested level), or to
+        ``%DLQ%group`` once its reconsume times reach the budget; the put hook then parks a
+        delayed one in SCHEDULE_TOPIC_XXXX."""
+        broker = self.broker
+        group = header.group or ""
+        sub = broker.subscription_group_manager.find(group)
+        if sub is None:
+            return Response(code=ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                            remark=f"subscription group not exist, {group} {APPLY_TOPIC_TIP}")
+        bcfg = broker.settings.broker
+        if not bcfg.broker_permission & PermName.PERM_WRITE:
+            return Response(code=ResponseCode.NO_PERMISSION,
+                            remark=f"the broker[{bcfg.broker_ip1}] sending message is forbidden")
+        if sub.retry_queue_nums <= 0:
+            return Response(code=ResponseCode.SUCCESS)
+        topics = broker.topic_config_manager
+        rw = int(PermName.PERM_READ | PermName.PERM_WRITE)
+        new_topic = RETRY_PREFIX + group
+        queue_id = self._random.randrange(sub.retry_queue_nums)
+        cfg = topics.create_in_send_back(new_topic, sub.retry_queue_nums, rw,
+                                         topic_sys_flag=0x2 if header.unit_mode else 0)
+        if cfg is None:
+            return Response(code=ResponseCode.SYSTEM_ERROR, remark=f"topic[{new_topic}] not exist")
+        if not cfg.perm & PermName.PERM_WRITE:
+            return Response(code=ResponseCode.NO_PERMISSION,
+                            remark=f"the topic[{new_topic}] sending message is forbidden")
+        offset = header.offset or 0
+        stored = broker.store.look_message_by_offset(offset) if offset >= 0 else None
+        if stored is None:
+            return Response(code=ResponseCode.SYSTEM_ERROR, remark=f"look message by offset failed, {offset}")
+        props = stored.properties
+        props.setdefault(PropertyKey.RETRY_TOPIC, stored.topic)
+        props[PropertyKey.WAIT_STORE_MSG_OK] = "false"
+        delay = header.delay_level or 0
+        max_times = sub.retry_max_times
+        version = context.request.version if context.request is not None else 0
+        if version >= _V3_4_9 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if stored.reconsume_times >= max_times or delay < 0:
+            new_topic = DLQ_PREFIX + group
+            queue_id = self._random.randrange(DLQ_NUMS_PER_GROUP)
+            if topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP, rw) is None:
+                return Response(code=ResponseCode.SYSTEM_ERROR, remark=f"topic[{new_topic}] not exist")
+            props[PropertyKey.DELAY_TIME_LEVEL] = "0"
+        else:
+            props[PropertyKey.DELAY_TIME_LEVEL] = str(delay if delay != 0 else 3 + stored.reconsume_times)
+        if not props.get(PropertyKey.ORIGIN_MESSAGE_ID, "").strip():
+            # The store's MessageExt id: the offset message id of the first message.
+            props[PropertyKey.ORIGIN_MESSAGE_ID] = stored.offset_msg_id
+        inner = MessageExt(
+            topic=new_topic, body=stored.body, flag=stored.flag, properties=hashmap_ordered(props),
+            queue_id=queue_id, sys_flag=stored.sys_flag, born_timestamp=stored.born_timestamp,
+            born_host=stored.born_host, store_host=broker.store_host,
+            reconsume_times=stored.reconsume_times + 1)
+        result = broker.store.async_put_message(inner, wait_store=False).result()  # never waits
+        if result.status is not PutMessageStatus.PUT_OK:
+            return Response(code=ResponseCode.SYSTEM_ERROR, remark=result.status.name)
+        return Response(code=ResponseCode.SUCCESS)
 
     def _refusal(self, code: int, remark: str | None) -> Response[Any, Any]:
         return Response(header=dict(self._ext), code=code, remark=remark)
@@ -368,6 +436,9 @@ class SendMessageProcessor(Processor):
                     "service not available now. It may be caused by one of the following reasons: the "
                     f"broker's disk is full [{self.broker.disk_util()}], messages are put to the slave, "
                     "message store has been shut down, etc.")
+            timer = self._timer_refusal(status)
+            if timer is not None:
+                return timer
             code, remark = _FAILED_REMARKS.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
             return self._refusal(code, remark)
         append = result.append_result
@@ -384,6 +455,28 @@ class SendMessageProcessor(Processor):
         if uniq is not None:
             header["transactionId"] = uniq
         return Response(header=header, code=code)
+
+
+    def _timer_refusal(self, status: PutMessageStatus) -> Response[Any, Any] | None:
+        extras = self.broker.settings.store_extras
+        if status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL:
+            return self._refusal(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "timer message illegal, the delay time should not be bigger than the max delay "
+                f"{extras.timer_max_delay_sec * 1000}ms; or if set del msg, the delay time should be bigger "
+                "than the current time")
+        if status is PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL:
+            n = extras.timer_congest_num_each_slot
+            return self._refusal(
+                ResponseCode.SYSTEM_ERROR,
+                f"timer message is under flow control, max num limit is {n * 2} or the current value is "
+                f"greater than {n} and less than {n * 2}, trigger random flow control")
+        if status is PutMessageStatus.WHEEL_TIMER_NOT_ENABLE:
+            return self._refusal(
+                ResponseCode.SYSTEM_ERROR,
+                "accurate timer message is not enabled, timerWheelEnable is "
+                f"{str(extras.timer_wheel_enable).lower()}")
+        return None
 
 
 def _topic_config_str(cfg: Any) -> str:
