@@ -157,10 +157,11 @@ class Broker(Service):
         extras = self.settings.store_extras
         self.schedule_message_service = ScheduleMessageService(
             reactor, self.store, config_dir / "delayOffset.json",
-            persist_interval_ms=lambda: self.settings.store_extras.flush_delay_offset_interval)
+            persist_interval_ms=lambda: self.settings.store_extras.flush_delay_offset_interval,
+            on_put=self.stats.on_put)
         self.timer_message_store = (TimerMessageStore(
             reactor, self.store, config_dir / "rmqwireTimerCheck.json",
-            precision_ms=lambda: self.settings.store_extras.timer_precision_ms)
+            precision_ms=lambda: self.settings.store_extras.timer_precision_ms, on_put=self.stats.on_put)
             if extras.timer_wheel_enable else None)
         self.store.add_put_hook(ScheduleHook(lambda: self.schedule_message_service.max_delay_level, extras))
         self.config_data_version = DataVersion()

@@ -131,7 +131,7 @@ class SendMessageProcessor(Processor):
         self._ext: dict[str, str] = {}
         self.refresh_ext_fields()
         self._flushed_lock = threading.Lock()
-        self._flushed_answers: list[tuple[Deferred[Any], MessageExt, PutMessageResult]] = []
+        self._flushed_answers: list[tuple[Deferred[Any], MessageExt, int, PutMessageResult]] = []
         self._flushed_scheduled = False
 
     def refresh_ext_fields(self) -> None:
@@ -232,19 +232,24 @@ class SendMessageProcessor(Processor):
             topic_config = self._msg_check(h, context)
             if batch:
                 msg = self._batch_message(h, body, context, topic_config)
-                future = broker.store.async_put_messages(msg)
             else:
                 msg = self._single_message(h, body, context, topic_config)
+            # Answered with the queue the message was sent to, even when the put hook parks it
+            # in SCHEDULE_TOPIC_XXXX or the timer topic (Java answers queueIdInt).
+            queue_id = msg.queue_id
+            if batch:
+                future = broker.store.async_put_messages(msg)
+            else:
                 future = broker.store.async_put_message(msg)
         except _Refused as r:
             return self._refusal(r.code, r.remark)
         if future.done():
-            return self._answer(future.result(), msg)
+            return self._answer(future.result(), msg, queue_id)
         d: Deferred[Any] = Deferred()
-        future.add_done_callback(lambda f: self._flushed(d, msg, f))
+        future.add_done_callback(lambda f: self._flushed(d, msg, queue_id, f))
         return d
 
-    def _flushed(self, d: Deferred[Any], msg: MessageExt,
+    def _flushed(self, d: Deferred[Any], msg: MessageExt, queue_id: int,
                  future: concurrent.futures.Future[PutMessageResult]) -> None:
         """A SYNC_FLUSH put is on disk (flush thread): queue its answer for the reactor. One group
         commit completes many writers at once; they cross to the reactor in one hop."""
@@ -253,7 +258,7 @@ class SendMessageProcessor(Processor):
         except Exception:  # the store's futures carry results, not errors; be safe
             result = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
         with self._flushed_lock:
-            self._flushed_answers.append((d, msg, result))
+            self._flushed_answers.append((d, msg, queue_id, result))
             if self._flushed_scheduled:
                 return
             self._flushed_scheduled = True
@@ -263,8 +268,8 @@ class SendMessageProcessor(Processor):
         with self._flushed_lock:
             items, self._flushed_answers = self._flushed_answers, []
             self._flushed_scheduled = False
-        for d, msg, result in items:
-            d.callback(self._answer(result, msg))
+        for d, msg, queue_id, result in items:
+            d.callback(self._answer(result, msg, queue_id))
 
     def _msg_check(self, h: SendMessageRequestHeader, context: RequestContext) -> Any:
         broker = self.broker
@@ -420,7 +425,7 @@ class SendMessageProcessor(Processor):
         prefix = cached[1]
         return ",".join(f"{prefix}{o:016X}" for o in offsets)
 
-    def _answer(self, result: PutMessageResult, msg: MessageExt) -> Response[Any, Any]:
+    def _answer(self, result: PutMessageResult, msg: MessageExt, queue_id: int) -> Response[Any, Any]:
         status = result.status
         code = _OK_CODES.get(status)
         if code is None:
@@ -449,7 +454,7 @@ class SendMessageProcessor(Processor):
             metrics.on_put(msg.topic, message_type(msg.properties), append.msg_num, append.wrote_bytes)
         header = dict(self._ext)
         header["msgId"] = self._msg_ids(append.record_offsets, append.store_host)
-        header["queueId"] = str(msg.queue_id)
+        header["queueId"] = str(queue_id)
         header["queueOffset"] = str(append.logics_offset)
         uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq is not None:

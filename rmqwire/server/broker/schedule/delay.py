@@ -58,13 +58,16 @@ class ScheduleMessageService:
     def __init__(self, reactor: Any, store: DefaultMessageStore, path: str | Path | None, *,
                  persist_interval_ms: Callable[[], int] = lambda: 10_000,
                  clock: Callable[[], int] = now_ms,
-                 run_blocking: Callable[[Callable[[], None]], Deferred[None]] | None = None) -> None:
+                 run_blocking: Callable[[Callable[[], None]], Deferred[None]] | None = None,
+                 on_put: Callable[[str, int, int], None] | None = None) -> None:
         self.reactor = reactor
         self.store = store
         self.file = ConfigFile(path) if path is not None else None
         self.clock = clock
         self.persist_interval_ms = persist_interval_ms
         self._run_blocking = run_blocking if run_blocking is not None else _in_thread(reactor)
+        #: Told of every re-put (topic, messages, bytes), as Java counts them in the topic's puts.
+        self.on_put = on_put
         self.delay_level_table: dict[int, int] = dict(store.delay_levels)
         self.offset_table: dict[int, int] = {}
         self.data_version = DataVersion(timestamp=clock())
@@ -249,8 +252,14 @@ class ScheduleMessageService:
             if result is None or result.status is not PutMessageStatus.PUT_OK:
                 self.log.warn("ScheduleMessageService put message failed: {r}", r=result)
                 return current, DELAY_FOR_A_WHILE
+            self._counted(inner.topic, result)
             self._update_offset(level, next_offset)
         return next_offset, DELAY_FOR_A_WHILE
+
+    def _counted(self, topic: str, result: Any) -> None:
+        append = result.append_result
+        if self.on_put is not None and append is not None:
+            self.on_put(topic, append.msg_num, append.wrote_bytes)
 
     @staticmethod
     def message_time_up(stored: MessageExt) -> MessageExt:

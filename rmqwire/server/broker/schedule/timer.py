@@ -57,7 +57,8 @@ class TimerMessageStore:
                  precision_ms: Callable[[], int] = lambda: 1000,
                  flush_interval_ms: int = 1000,
                  clock: Callable[[], int] = now_ms,
-                 run_blocking: Callable[[Callable[[], None]], Deferred[None]] | None = None) -> None:
+                 run_blocking: Callable[[Callable[[], None]], Deferred[None]] | None = None,
+                 on_put: Callable[[str, int, int], None] | None = None) -> None:
         self.reactor = reactor
         self.store = store
         self.path = Path(checkpoint_path) if checkpoint_path is not None else None
@@ -65,6 +66,8 @@ class TimerMessageStore:
         self.flush_interval_ms = flush_interval_ms
         self.clock = clock
         self._run_blocking = run_blocking if run_blocking is not None else _in_thread(reactor)
+        #: Told of every re-put (topic, messages, bytes), as Java counts them in the topic's puts.
+        self.on_put = on_put
         #: (slot ms, queue offset, commit-log offset, enqueue time ms)
         self._heap: list[tuple[int, int, int, int]] = []
         self.enqueue_offset = 0
@@ -224,6 +227,8 @@ class TimerMessageStore:
             if status is not PutMessageStatus.PUT_OK and status not in _NO_RETRY:
                 self.log.warn("timer re-put failed ({s}); retried", s=status)
                 return n
+            if status is PutMessageStatus.PUT_OK and self.on_put is not None and result.append_result is not None:
+                self.on_put(inner.topic, result.append_result.msg_num, result.append_result.wrote_bytes)
             heapq.heappop(heap)
             n += 1
             self.dequeued += 1

@@ -112,8 +112,9 @@ def test_delay_level_parks_in_schedule_topic_and_is_delivered_when_due(stores: A
     (parked,) = read_all(store, SCHEDULE, 1)
     assert parked.properties["REAL_TOPIC"] == "T" and parked.properties["REAL_QID"] == "1"
 
+    puts: list[tuple[str, int, int]] = []
     service = ScheduleMessageService(t.reactor, store, tmp_path / "delayOffset.json", clock=t.ms,
-                                     run_blocking=sync_run)
+                                     run_blocking=sync_run, on_put=lambda *a: puts.append(a))
     service.load()
     service.start()
     t.advance(1.9)
@@ -125,6 +126,7 @@ def test_delay_level_parks_in_schedule_topic_and_is_delivered_when_due(stores: A
     assert got.properties["DELAY"] == "2" and got.properties["REAL_TOPIC"] == "T"
     assert got.body == b"b" and got.born_timestamp == T0 and got.reconsume_times == 0
     assert service.offset_table == {2: 1}
+    assert [p[:2] for p in puts] == [("T", 1)]
     assert service.running_stats()["scheduleMessageOffset_2"] == "1,1"
     service.stop()
     text = (tmp_path / "delayOffset.json").read_text()

@@ -5,11 +5,16 @@
  * one line per message sent or received, plus {"event": ...} lines for lifecycle milestones.
  * Everything else the client library prints is diverted to stderr, so stdout stays machine-readable.
  *
- *   Peer produce --namesrv A --topic T --count N [--mode sync|async|oneway|batch|ordered|delay|transactional]
+ *   Peer produce --namesrv A --topic T --count N [--mode sync|async|oneway|batch|ordered|delay|timer|transactional]
  *                [--tag X] [--keys K] [--prop k=v ...] [--body-size B | --body TEXT] [--compress] [--group G]
  *                [--queue Q] [--delay-level L] [--tx-state commit|rollback|unknown] [--batch-size S]
+ *                [--timer-ms D] [--timer-kind deliver|sec|ms]
  *   Peer consume --namesrv A --topic T --count N [--mode push|litepull] [--model cluster|broadcast] [--orderly]
  *                [--group G] [--from first|last] [--timeout-ms M] [--sub EXPR] [--fail-times R]
+ *                [--max-reconsume N]
+ *
+ * Mode timer sends 5.x timer messages due D ms after the send: setDeliverTimeMs(now + D) (deliver),
+ * setDelayTimeSec(D / 1000) (sec) or setDelayTimeMs(D) (ms).
  *
  * "{i}" in --body, --keys, --tag and --prop values is replaced by the message index, so each message
  * of a run can be told apart. Exit codes: 0 ok, 2 usage or client error, 3 consume timeout.
@@ -205,7 +210,7 @@ public final class Peer {
         String mode = o.get("mode", "sync");
         String group = o.get("group", "rmqwire_peer_producer_" + ProcessHandle.current().pid());
         String txState = o.get("tx-state", "commit");
-        if (!java.util.Arrays.asList("sync", "async", "oneway", "batch", "ordered", "delay", "transactional")
+        if (!java.util.Arrays.asList("sync", "async", "oneway", "batch", "ordered", "delay", "timer", "transactional")
             .contains(mode)) {
             throw new IllegalArgumentException("unknown produce mode " + mode);
         }
@@ -244,6 +249,7 @@ public final class Peer {
         try {
             switch (mode) {
                 case "sync":
+                case "timer":
                 case "delay":
                 case "ordered":
                 case "transactional":
@@ -252,6 +258,17 @@ public final class Peer {
                         SendResult r;
                         if (mode.equals("delay")) {
                             m.setDelayTimeLevel(o.getInt("delay-level", 1));
+                            r = producer.send(m);
+                        } else if (mode.equals("timer")) {
+                            long d = o.getInt("timer-ms", 1000);
+                            String kind = o.get("timer-kind", "deliver");
+                            if (kind.equals("sec")) {
+                                m.setDelayTimeSec(d / 1000);
+                            } else if (kind.equals("ms")) {
+                                m.setDelayTimeMs(d);
+                            } else {
+                                m.setDeliverTimeMs(System.currentTimeMillis() + d);
+                            }
                             r = producer.send(m);
                         } else if (mode.equals("ordered")) {
                             final int q = o.getInt("queue", 0);
@@ -439,6 +456,9 @@ public final class Peer {
         c.setMessageModel(mm);
         c.setConsumeFromWhere(where);
         c.subscribe(topic, sub);
+        if (o.single.containsKey("max-reconsume")) {
+            c.setMaxReconsumeTimes(o.getInt("max-reconsume", 16));
+        }
         // --fail-times R: ask for redelivery of each message R times (tests retry topics and reconsumeTimes)
         final int failTimes = o.getInt("fail-times", 0);
         final CountDownLatch latch = new CountDownLatch(count);
