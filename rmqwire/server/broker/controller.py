@@ -158,7 +158,7 @@ class Broker(Service):
         self.schedule_message_service = ScheduleMessageService(
             reactor, self.store, config_dir / "delayOffset.json",
             persist_interval_ms=lambda: self.settings.store_extras.flush_delay_offset_interval,
-            on_put=self.stats.on_put)
+            on_put=self._delayed_put)
         self.timer_message_store = (TimerMessageStore(
             reactor, self.store, config_dir / "rmqwireTimerCheck.json",
             precision_ms=lambda: self.settings.store_extras.timer_precision_ms, on_put=self.stats.on_put)
@@ -345,6 +345,13 @@ class Broker(Service):
                       name=self.settings.broker.broker_name, root=self.settings.store.store_path_root_dir)
 
     # ---- housekeeping ----------------------------------------------------------------------------
+
+    def _delayed_put(self, topic: str, messages: int, size: int) -> None:
+        """A delay-level message re-put to its topic: counted as a put of a delay message (Java
+        ``PutResultProcess.onSuccess``)."""
+        self.stats.on_put(topic, messages, size)
+        if self.metrics.enabled:
+            self.metrics.on_put(topic, "delay", messages, size)
 
     def _persist_offsets(self) -> None:
         self.consumer_offset_manager.persist_if_changed()

@@ -198,6 +198,8 @@ class SendMessageProcessor(Processor):
         if version >= _V3_4_9 and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times
         if stored.reconsume_times >= max_times or delay < 0:
+            if broker.metrics.enabled:
+                broker.metrics.record_dlq(group, header.origin_topic or "")
             new_topic = DLQ_PREFIX + group
             queue_id = self._random.randrange(DLQ_NUMS_PER_GROUP)
             if topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP, rw) is None:
@@ -392,6 +394,8 @@ class SendMessageProcessor(Processor):
             # Java's msg.setDelayTimeLevel(0) is overwritten by the properties set afterwards:
             # the DLQ record keeps DELAY=-1.
             msg.properties[PropertyKey.DELAY_TIME_LEVEL] = "-1"
+            if self.broker.metrics.enabled:  # Java labels it with the producer group and topic
+                self.broker.metrics.record_dlq(h.producer_group or "", topic)
             dlq = DLQ_PREFIX + group
             cfg = self.broker.topic_config_manager.create_in_send_back(
                 dlq, DLQ_NUMS_PER_GROUP, int(PermName.PERM_READ | PermName.PERM_WRITE))

@@ -8,7 +8,7 @@
  *   Peer produce --namesrv A --topic T --count N [--mode sync|async|oneway|batch|ordered|delay|timer|transactional]
  *                [--tag X] [--keys K] [--prop k=v ...] [--body-size B | --body TEXT] [--compress] [--group G]
  *                [--queue Q] [--delay-level L] [--tx-state commit|rollback|unknown] [--batch-size S]
- *                [--timer-ms D] [--timer-kind deliver|sec|ms]
+ *                [--timer-ms D] [--timer-kind deliver|sec|ms] [--send-timeout-ms T] [--api-timeout-ms T]
  *   Peer consume --namesrv A --topic T --count N [--mode push|litepull] [--model cluster|broadcast] [--orderly]
  *                [--group G] [--from first|last] [--timeout-ms M] [--sub EXPR] [--fail-times R]
  *                [--max-reconsume N]
@@ -237,7 +237,9 @@ public final class Peer {
             producer = new DefaultMQProducer(group);
         }
         producer.setNamesrvAddr(namesrv);
-        producer.setMqClientApiTimeout(15000); // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
+        // A cold JVM on a loaded machine needs seconds for its first connections (the client's
+        // default is 3 s); --api-timeout-ms overrides it.
+        producer.setMqClientApiTimeout(o.getInt("api-timeout-ms", 15000));
         // Without --compress keep bodies raw, so body checks on the consumer side see the sent bytes.
         producer.setCompressMsgBodyOverHowmuch(o.compress ? 4 * 1024 : Integer.MAX_VALUE);
         producer.setSendMsgTimeout(o.getInt("send-timeout-ms", 5000));
