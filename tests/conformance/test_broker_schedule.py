@@ -6,6 +6,9 @@ with rmqwire's NameServer; the broker's ``messageDelayLevel`` is short so nothin
   on the queue they were sent to, with the properties the official broker leaves on them;
 - Java timer messages (``setDeliverTimeMs`` and ``setDelayTimeSec``) arrive no earlier than asked;
 - pending delay-level and timer messages still arrive, once, after the broker restarts;
+- a broker with ``timerWheelEnable=false`` refuses a Java timer message with Java's remark;
+- the store stays the official broker's: an official 5.3.3 broker started on the directory an
+  rmqwire broker left with pending delay-level and timer messages delivers them;
 - a Java push consumer answering RECONSUME_LATER gets the message again with growing
   reconsumeTimes and at least the level's delay apart; past its budget the message is in
   ``%DLQ%group``, official mqadmin ``topicStatus`` shows it there and a Java consumer reads it.
@@ -28,6 +31,7 @@ from test_broker import (  # noqa: F401
 
 from rmqwire.client.blocking import call
 from tools.peers.java_peer import JavaPeer
+from tools.peers.process import PeerError
 from tools.peers.records import ReceivedRecord, SentRecord
 from tools.peers.topics import create_topic
 from tools.reference.mqadmin import parse_topic_status, run_mqadmin
@@ -46,14 +50,20 @@ SLOW = ["--send-timeout-ms", "30000", "--api-timeout-ms", "15000"]
 class Broker:
     """The broker under test, restartable on the same store."""
 
-    def __init__(self, namesrv_addr: str, workdir: Path) -> None:
+    def __init__(self, namesrv_addr: str, workdir: Path, name: str = NAME, **props: str) -> None:
         self.namesrv_addr = namesrv_addr
         self.workdir = workdir
+        self.name = name
+        self.props = {"messageDelayLevel": LEVELS, **props}
         self.current: InProcessBroker | None = None
 
     def start(self) -> InProcessBroker:
-        self.current = start_broker(self.namesrv_addr, self.workdir, NAME, {"messageDelayLevel": LEVELS})
+        self.current = start_broker(self.namesrv_addr, self.workdir, self.name, self.props)
         return self.current
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current.stop()
 
     def restart(self) -> InProcessBroker:
         assert self.current is not None
@@ -78,8 +88,7 @@ def broker(rmqwire_namesrv: str, tmp_path_factory: Any) -> Iterator[Broker]:  # 
     try:
         yield b
     finally:
-        if b.current is not None:
-            b.current.stop()
+        b.stop()
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +97,8 @@ def java(broker: Broker) -> Iterator[JavaPeer]:
         yield peer
 
 
-def new_topic(broker: Broker) -> str:
-    topic = unique("Sched")
+def new_topic(broker: Broker, prefix: str = "Sched") -> str:
+    topic = unique(prefix)
     create_topic(broker.b.broker_addr, topic, queues=4, namesrv_addr=broker.namesrv_addr)
     return topic
 
@@ -164,6 +173,50 @@ def test_pending_delays_fire_after_a_restart(broker: Broker, java: JavaPeer) -> 
     assert broker.queue_total(topic) == 5  # none delivered twice
     delay_file = Path(broker.b.broker.settings.store.store_path_root_dir) / "config" / "delayOffset.json"
     wait_until(lambda: delay_file.exists(), 30, "delayOffset.json")
+
+
+def test_timer_message_refused_when_the_wheel_is_off(broker: Broker, java: JavaPeer,
+                                                     tmp_path: Path) -> None:
+    off = Broker(broker.namesrv_addr, tmp_path, "rmqwire-nowheel", timerWheelEnable="false")
+    off.start()
+    try:
+        topic = new_topic(off, "NoWheel")
+        with pytest.raises(PeerError) as refused:
+            java.produce(topic, 1, mode="timer", extra=["--timer-ms", "5000", *SLOW])
+        assert "accurate timer message is not enabled, timerWheelEnable is false" in str(refused.value)
+        assert off.queue_total(topic) == 0
+        assert off.b.broker.topic_config_manager.select("rmq_sys_wheel_timer") is None
+    finally:
+        off.stop()
+
+
+def test_official_broker_delivers_what_rmqwire_parked(tmp_path: Path, rmqwire_namesrv: str,  # noqa: F811
+                                                      reference_cluster_factory: Any) -> None:
+    ours = Broker(rmqwire_namesrv, tmp_path, "rmqwire-parker")
+    ours.start()
+    try:
+        topic = new_topic(ours, "Parked")
+        with JavaPeer(rmqwire_namesrv) as producer:
+            procs = [producer.spawn(producer.produce_args(topic, n, mode=mode, extra=extra),
+                                    SentRecord.from_json, 120.0)
+                     for n, mode, extra in ((3, "delay", ["--delay-level", "5", *SLOW]),
+                                            (2, "timer", ["--timer-ms", str(LEVEL_MS[5]), *SLOW]))]
+            sent = [r for p in procs for r in p.finish()]
+        assert ours.queue_total(topic) == 0, "delivered by rmqwire already: make the delays longer"
+    finally:
+        ours.stop()
+    root = tmp_path / "rmqwire-parker"
+    assert (root / "config" / "delayOffset.json").exists()
+    conf = {"storePathRootDir": str(root), "storePathCommitLog": str(root / "commitlog"),
+            "mappedFileSizeCommitLog": str(64 * 1024 * 1024), "mappedFileSizeConsumeQueue": str(30_000 * 20),
+            "messageDelayLevel": LEVELS}
+    official = reference_cluster_factory(broker_conf=conf)
+    with JavaPeer(official.namesrv_addr, version=official.version) as consumer:
+        got = consumer.consume(topic, len(sent), group=unique("cgParked"), timeout_ms=120_000)
+    assert sorted(g.msg_id for g in got) == sorted(s.msg_id for s in sent)
+    for g in got:
+        assert_not_early(g, LEVEL_MS[5])
+        assert g.properties["REAL_TOPIC"] == topic
 
 
 # --------------------------------------------------------------------------- retry and DLQ

@@ -22,6 +22,7 @@ from rmqwire.codec.java import now_ms
 from rmqwire.codec.message import MessageExt, PropertyKey
 from rmqwire.server.broker.processors.send import hashmap_ordered
 from rmqwire.server.broker.topic_config import SCHEDULE_TOPIC, TIMER_TOPIC
+from rmqwire.server.namesrv.config import parse_value
 from rmqwire.server.store import PutMessageResult, PutMessageStatus
 
 __all__ = ["ScheduleHook", "delay_level_to_queue_id", "queue_id_to_delay_level"]
@@ -31,23 +32,17 @@ _TRAN_COMMIT = 0x8
 _TIMER_KEYS = (PropertyKey.TIMER_DELIVER_MS, PropertyKey.TIMER_DELAY_SEC, PropertyKey.TIMER_DELAY_MS)
 
 
+def _java_long(text: str) -> int:
+    """``Long.parseLong``; ValueError where Java throws."""
+    return int(parse_value("long", text))
+
+
 def delay_level_to_queue_id(level: int) -> int:
     return level - 1
 
 
 def queue_id_to_delay_level(queue_id: int) -> int:
     return queue_id + 1
-
-
-def _java_long(text: str) -> int:
-    """``Long.parseLong``: optional sign, ASCII digits, 64-bit range; ValueError otherwise."""
-    digits = text[1:] if text[:1] in "+-" else text
-    if not digits or not digits.isascii() or not digits.isdigit():
-        raise ValueError(text)
-    value = int(text)
-    if not -(2**63) <= value < 2**63:
-        raise ValueError(text)
-    return value
 
 
 class ScheduleHook:
