@@ -76,6 +76,7 @@ class ScheduleMessageService:
         self._persist_loop: LoopingCall | None = None
         self._writing: Deferred[None] | None = None
         self._write_again = False
+        self._written: dict[str, Any] | None = None
         self.started = False
 
     @property
@@ -134,6 +135,9 @@ class ScheduleMessageService:
             self._write_again = True
             return
         tree = self.to_tree()
+        if tree == self._written:
+            return
+        self._written = tree
         file = self.file
         d = self._run_blocking(lambda: file.save(tree))
         self._writing = d

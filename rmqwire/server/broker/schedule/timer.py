@@ -78,6 +78,7 @@ class TimerMessageStore:
         self._loop: LoopingCall | None = None
         self._last_flush = 0
         self._writing: Deferred[None] | None = None
+        self._written: dict[str, int] | None = None
         self.enqueued = 0
         self.dequeued = 0
         self.started = False
@@ -121,6 +122,9 @@ class TimerMessageStore:
         if self.path is None or self._writing is not None:
             return
         tree = self.checkpoint()
+        if tree == self._written:
+            return  # an idle timer does not rewrite its file every second
+        self._written = tree
         d = self._run_blocking(lambda: self._write(tree))
         self._writing = d
         d.addErrback(lambda f: self.log.failure("writing the timer checkpoint failed", f))
