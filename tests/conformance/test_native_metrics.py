@@ -187,6 +187,17 @@ def test_in_out_counters_equal_messages_sent_and_consumed(cluster: Cluster, prom
     assert float(sends[0]["value"][1]) >= 30
 
 
+def test_transaction_counters_with_the_java_transactional_producer(cluster: Cluster, prom: Prometheus) -> None:
+    topic = uid("NmTx")
+    cluster.create_topic(topic, 2)
+    peer = JavaPeer(cluster.namesrv_addr)
+    assert len(peer.produce(topic, 3, mode="transactional", extra=SLOW_OK)) == 3
+    assert len(peer.produce(topic, 2, mode="transactional", extra=[*SLOW_OK, "--tx-state", "rollback"])) == 2
+    prom_value(prom, f'sum(rocketmq_commit_messages_total{{topic="{topic}"}})', 3)
+    prom_value(prom, f'sum(rocketmq_rollback_messages_total{{topic="{topic}"}})', 2)
+    prom_value(prom, f'sum(rocketmq_half_messages{{topic="{topic}"}})', 0)
+
+
 # ---- lag gauges against mqadmin consumerProgress --------------------------------------------------
 
 def consumer_progress(cluster: Cluster, group: str, topic: str) -> tuple[int, int]:

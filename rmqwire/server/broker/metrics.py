@@ -10,8 +10,7 @@ and the ``metricsLabel`` pairs.
 
 Counters are plain ints in dicts updated once per request (a put, a pull, an RPC answer); gauges
 (lag, connections, storage, tables) are computed when Prometheus scrapes. Other parts of the
-broker record through ``record_dlq``, ``record_commit``, ``record_rollback`` and give the half
-message counts with ``set_half_messages_source``.
+broker record through ``record_dlq``, ``record_commit``, ``record_rollback`` and ``record_half``.
 """
 
 from __future__ import annotations
@@ -132,7 +131,7 @@ class BrokerMetrics:
         self._dlq: dict[tuple[str, str], int] = {}
         self._commit: dict[str, int] = {}
         self._rollback: dict[str, int] = {}
-        self._half_messages: Callable[[], Mapping[str, int]] | None = None
+        self._half: dict[str, int] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(FamiliesCollector(self.families))
         self.http: MetricsHttpServer | None = None
@@ -204,9 +203,11 @@ class BrokerMetrics:
         """Transactional messages of ``topic`` rolled back."""
         self._rollback[topic] = self._rollback.get(topic, 0) + messages
 
-    def set_half_messages_source(self, source: Callable[[], Mapping[str, int]] | None) -> None:
-        """Where ``rocketmq_half_messages`` reads the pending half messages per topic."""
-        self._half_messages = source
+    def record_half(self, topic: str, delta: int) -> None:
+        """Half (prepared) messages of ``topic`` pending: +1 stored, -1 committed, rolled back or
+        discarded (Java's ``TransactionMetrics``; counted whether metrics are on or not, and not
+        kept across a restart)."""
+        self._half[topic] = self._half.get(topic, 0) + delta
 
     # ---- families (at scrape time) ---------------------------------------------------------------
 
@@ -378,10 +379,8 @@ class BrokerMetrics:
                 fam.add_metric([*base, topic], n)
             yield fam
         half = GaugeMetricFamily("rocketmq_half_messages", "Half messages of all topics", labels=[*names, "topic"])
-        source = self._half_messages
-        if source is not None:
-            for topic, n in list(source().items()):
-                half.add_metric([*base, topic], n)
+        for topic, n in list(self._half.items()):
+            half.add_metric([*base, topic], n)
         yield half
 
     def _store_families(self, names: list[str], base: list[str]) -> Iterator[Metric]:

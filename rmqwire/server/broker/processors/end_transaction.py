@@ -97,6 +97,9 @@ class EndTransactionProcessor(Processor):
             return Response(code=ResponseCode.SYSTEM_ERROR, remark=wrong)
         if state == ROLLBACK:
             service.delete_prepare_message(half)
+            real_topic = half.properties.get(PropertyKey.REAL_TOPIC, "")
+            broker.metrics.record_rollback(real_topic)
+            broker.metrics.record_half(real_topic, -1)
             return Response()
         inner = _end_message_transaction(half)
         inner.prepared_transaction_offset = header.commit_log_offset
@@ -105,6 +108,8 @@ class EndTransactionProcessor(Processor):
             response = self._final_response(inner.topic, result)
             if response.code == ResponseCode.SUCCESS:
                 service.delete_prepare_message(half)
+                broker.metrics.record_commit(inner.topic)
+                broker.metrics.record_half(inner.topic, -1)
             return response
 
         return service.bridge.put(inner).addCallback(stored)

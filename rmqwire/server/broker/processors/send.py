@@ -456,6 +456,8 @@ class SendMessageProcessor(Processor):
         metrics = self.broker.metrics
         if metrics.enabled:
             metrics.on_put(msg.topic, message_type(msg.properties), append.msg_num, append.wrote_bytes)
+        if msg.topic == TRANS_HALF_TOPIC and status is PutMessageStatus.PUT_OK:
+            metrics.record_half(msg.properties.get(PropertyKey.REAL_TOPIC, ""), 1)
         header = dict(self._ext)
         header["msgId"] = self._msg_ids(append.record_offsets, append.store_host)
         header["queueId"] = str(queue_id)

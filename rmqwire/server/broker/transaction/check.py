@@ -103,7 +103,14 @@ class TransactionCheckListener:
             store_host=msg.store_host,
             reconsume_times=msg.reconsume_times,
         )
-        return self.service.bridge.put_ok(inner)
+        real_topic = msg.properties.get(PropertyKey.REAL_TOPIC, "")
+
+        def discarded(ok: bool) -> bool:
+            if ok:
+                self.broker.metrics.record_half(real_topic, -1)
+            return ok
+
+        return self.service.bridge.put_ok(inner).addCallback(discarded)
 
 
 class TransactionalMessageCheckService:

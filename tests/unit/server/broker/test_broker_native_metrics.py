@@ -230,23 +230,35 @@ def test_lag_gauges_with_a_stalled_consumer(cluster: RmqwireCluster) -> None:
         c.shutdown()
 
 
-def test_half_dlq_and_transaction_recording_api(cluster: RmqwireCluster) -> None:
+def test_transactions_counted_commit_rollback_and_half(cluster: RmqwireCluster) -> None:
+    """Half messages are pending until END_TRANSACTION: +1 each prepared put, -1 at commit or
+    rollback, which are counted per real topic."""
+    from rmqwire import Message, TransactionProducer
+    from rmqwire.client.message import LocalTransactionState
+
     broker = cluster.standalone.broker
-    m = broker.metrics
+    topic = "MetricsTxTopic"
+    cluster.create_topic(topic, 2)
+    with TransactionProducer("metrics_tx_pg", namesrv_addr=cluster.namesrv_addr) as p:
+        for state in ([LocalTransactionState.COMMIT_MESSAGE] * 3 + [LocalTransactionState.ROLLBACK_MESSAGE] * 2
+                      + [LocalTransactionState.UNKNOW]):
+            p.send_message_in_transaction(Message(topic, b"tx"), lambda m, arg, state=state: state)
+        wait_until(lambda: value(scrape(broker.metrics.port), "rocketmq_commit_messages_total", topic=topic) == 3,
+                   timeout=60, what="the commits are counted")
+        s = scrape(broker.metrics.port)
+        assert value(s, "rocketmq_rollback_messages_total", topic=topic) == 2
+        assert value(s, "rocketmq_half_messages", topic=topic) == 1  # the UNKNOW one
+        assert value(s, "rocketmq_messages_in_total", topic="RMQ_SYS_TRANS_HALF_TOPIC", message_type="transaction",
+                     is_system="true") == 6
+
+
+def test_dlq_recording_api(cluster: RmqwireCluster) -> None:
+    m = cluster.standalone.broker.metrics
     m.record_dlq("g1", "TopicA")
     m.record_dlq("g1", "TopicA", 2)
-    m.record_commit("TopicA")
-    m.record_rollback("TopicB", 3)
-    m.set_half_messages_source(lambda: {"TopicA": 4})
-    try:
-        s = scrape(m.port)
-        assert value(s, "rocketmq_send_to_dlq_messages_total", consumer_group="g1", topic="TopicA",
-                     is_system="false") == 3
-        assert value(s, "rocketmq_commit_messages_total", topic="TopicA") == 1
-        assert value(s, "rocketmq_rollback_messages_total", topic="TopicB") == 3
-        assert value(s, "rocketmq_half_messages", topic="TopicA") == 4
-    finally:
-        m.set_half_messages_source(None)
+    s = scrape(m.port)
+    assert value(s, "rocketmq_send_to_dlq_messages_total", consumer_group="g1", topic="TopicA",
+                 is_system="false") == 3
 
 
 def test_namesrv_metrics(tmp_path: Path) -> None:
