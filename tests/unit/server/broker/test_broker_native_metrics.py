@@ -252,13 +252,30 @@ def test_transactions_counted_commit_rollback_and_half(cluster: RmqwireCluster) 
                      is_system="true") == 6
 
 
-def test_dlq_recording_api(cluster: RmqwireCluster) -> None:
-    m = cluster.standalone.broker.metrics
-    m.record_dlq("g1", "TopicA")
-    m.record_dlq("g1", "TopicA", 2)
-    s = scrape(m.port)
-    assert value(s, "rocketmq_send_to_dlq_messages_total", consumer_group="g1", topic="TopicA",
-                 is_system="false") == 3
+def test_dlq_counted_when_the_retry_budget_is_spent(cluster: RmqwireCluster) -> None:
+    """A consumer with no retry budget that fails a message: the broker moves it to %DLQ%group
+    and counts it under the group and the message's original topic."""
+    from rmqwire import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
+
+    broker = cluster.standalone.broker
+    topic, group = "MetricsDlqTopic", "metrics_dlq_cg"
+    cluster.create_topic(topic, 1)
+    c = PushConsumer(group, namesrv_addr=cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+                     max_reconsume_times=0)
+    c.subscribe(topic, "*")
+    c.register_listener(lambda msgs: ConsumeResult.RECONSUME_LATER)
+    c.start()
+    try:
+        with Producer("metrics_dlq_pg", namesrv_addr=cluster.namesrv_addr) as p:
+            p.send(Message(topic, b"to the DLQ"))
+        wait_until(lambda: value(scrape(broker.metrics.port), "rocketmq_send_to_dlq_messages_total",
+                                 consumer_group=group) == 1, timeout=60, what="the message is counted in the DLQ")
+        s = scrape(broker.metrics.port)
+        assert value(s, "rocketmq_send_to_dlq_messages_total", consumer_group=group, topic=topic,
+                     is_system="false") == 1
+        assert broker.store.get_max_offset_in_queue(f"%DLQ%{group}", 0) == 1
+    finally:
+        c.shutdown()
 
 
 def test_namesrv_metrics(tmp_path: Path) -> None:
