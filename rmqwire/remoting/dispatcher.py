@@ -16,6 +16,11 @@ handlers work too. The fallbacks follow ``NettyRemotingAbstract.processRequestCo
 - BrokerResponseError raised -> a response with its code and remark;
 - any other exception -> 1 SYSTEM_ERROR, remark like Java's ``UtilAll.exceptionSimpleDesc``;
 - a oneway request never gets a response, not even an error.
+
+Server-side RPC hooks (Java's ``registerRPCHook`` on a remoting server, e.g. the broker's ACL
+validator) see every request that has a handler before it runs: ``before_request(peer, request)``
+returns the request to process or raises (a BrokerResponseError becomes that answer, before any
+processor has seen the request); ``after_response`` sees each response built.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from rmqwire.codec.frame import RemotingCommand
 from rmqwire.errors import BrokerResponseError, CodecError
 
 if TYPE_CHECKING:
-    from rmqwire.remoting.config import RemotingConfig
+    from rmqwire.remoting.config import RemotingConfig, RPCHook
 
 
 class RpcObserver(Protocol):
@@ -195,6 +200,7 @@ class Dispatcher:
         self.version = version
         #: Native metrics (None: off, and nothing is measured).
         self.observer: RpcObserver | None = None
+        self.hooks: tuple[RPCHook, ...] = ()
 
     @classmethod
     def for_config(cls, config: RemotingConfig, *processors: Processor) -> Dispatcher:
@@ -211,6 +217,10 @@ class Dispatcher:
         """Register every responder of ``processor`` (later registrations win per code)."""
         for code, handler in processor.handlers().items():
             self.register(code, handler)
+
+    def add_hook(self, hook: RPCHook) -> None:
+        """Run ``hook`` on every request with a handler, after the hooks added before it."""
+        self.hooks = (*self.hooks, hook)
 
     def unregister(self, code: int) -> None:
         self._table.pop(int(code), None)
@@ -237,7 +247,10 @@ class Dispatcher:
             if observer is not None:
                 observer.record(request, response, time.perf_counter() - started, False)
             return _succeed(self._finish(request, response))
-        d: Deferred[RemotingCommand | None] = maybeDeferred(handler, request, context)
+        d: Deferred[RemotingCommand | None] = (
+            maybeDeferred(self._hooked, handler, request, context) if self.hooks
+            else maybeDeferred(handler, request, context)
+        )
         pending = not d.called
         # separate steps so that a bad return value (TypeError in _check) also becomes SYSTEM_ERROR
         d.addCallback(_await_coroutine)
@@ -248,6 +261,20 @@ class Dispatcher:
         else:
             d.addCallback(self._observed, observer, request, started, pending)
         return d
+
+    def _hooked(self, handler: Handler, request: RemotingCommand, context: RequestContext) -> Any:
+        for hook in self.hooks:
+            request = hook.before_request(context.peer, request)
+        d: Deferred[Any] = maybeDeferred(handler, request, context)
+        d.addCallback(_await_coroutine)
+
+        def after(response: Any) -> Any:
+            if isinstance(response, RemotingCommand):
+                for hook in self.hooks:
+                    hook.after_response(context.peer, request, response)
+            return response
+
+        return d.addCallback(after)
 
     def error_response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
         return request.response_to(code, remark, language=self.language, version=self.version)

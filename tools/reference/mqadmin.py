@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import json
 import os
 import queue
 import re
@@ -82,8 +83,13 @@ class MqadminError(RuntimeError):
 
 
 def run_mqadmin(cluster_or_namesrv: HasNamesrv | str, *args: str, timeout: float = DEFAULT_TIMEOUT,
-                version: str | None = None) -> MqadminResult:
-    """``mqadmin <args> -n <namesrv>``; the version comes from the cluster, else ``version``/default."""
+                version: str | None = None, acl: tuple[str, str] | None = None,
+                jvm_args: tuple[str, ...] = ()) -> MqadminResult:
+    """``mqadmin <args> -n <namesrv>``; the version comes from the cluster, else ``version``/default.
+
+    ``acl`` (access key, secret key) goes into ``ROCKETMQ_HOME/conf/tools.yml``, where mqadmin
+    reads the keys its AclClientRPCHook signs with; ``jvm_args`` are extra -D options (e.g.
+    ``-Dtls.enable=true``, read once per JVM). Either runs a fresh JVM of its own."""
     if isinstance(cluster_or_namesrv, str):
         namesrv, version = cluster_or_namesrv, version or jars.DEFAULT_VERSION
     else:
@@ -91,8 +97,8 @@ def run_mqadmin(cluster_or_namesrv: HasNamesrv | str, *args: str, timeout: float
     if "-n" in args:
         raise ValueError("pass the NameServer as the first argument, not with -n")
     argv = (*args, "-n", namesrv)   # always -n: without it the client looks up jmenv.tbsite.net over HTTP
-    if os.environ.get("RMQWIRE_MQADMIN_SESSIONS", "1") == "0":
-        return _run_fresh(version, argv, timeout)
+    if acl is not None or jvm_args or os.environ.get("RMQWIRE_MQADMIN_SESSIONS", "1") == "0":
+        return _run_fresh(version, argv, timeout, acl=acl, jvm_args=jvm_args)
     return _POOL.run(version, argv, timeout)
 
 
@@ -111,11 +117,16 @@ def _home(work: Path, version: str) -> Path:
     return home
 
 
-def _run_fresh(version: str, argv: tuple[str, ...], timeout: float) -> MqadminResult:
+def _run_fresh(version: str, argv: tuple[str, ...], timeout: float, *, acl: tuple[str, str] | None = None,
+               jvm_args: tuple[str, ...] = ()) -> MqadminResult:
     work = Path(tempfile.mkdtemp(prefix="rmqwire-mqadmin-"))
     try:
         home = _home(work, version)
-        cmd = jvm_command(version, MQADMIN_MAIN, MQADMIN_HEAP, home, work / "user",
+        if acl is not None:
+            (home / "conf").mkdir(exist_ok=True)
+            (home / "conf" / "tools.yml").write_text(
+                f"accessKey: {json.dumps(acl[0])}\nsecretKey: {json.dumps(acl[1])}\n")
+        cmd = jvm_command(version, MQADMIN_MAIN, (*MQADMIN_HEAP, *jvm_args), home, work / "user",
                           "rmq.tools.logback.xml", list(argv))
         run = run_to_end(cmd, cwd=work, env=java_env(home), timeout=timeout)
     finally:

@@ -132,6 +132,7 @@ class BrokerConfig(ConfigGroup):
     transaction_op_batch_interval: int = item("transactionOpBatchInterval", "int", 3000)
     store_reply_message_enable: bool = item("storeReplyMessageEnable", "boolean", True)
     config_black_list: str = item("configBlackList", "String", "configBlackList;brokerConfigPath")
+    acl_enable: bool = item("aclEnable", "boolean", False)
     # ---- rmqwire extensions
     enable_update_broker_config: bool = item("enableUpdateBrokerConfig", "boolean", False, extension=True)
 

@@ -36,6 +36,7 @@ from rmqwire.codec.java import now_ms
 from rmqwire.remoting.config import JAVA_SERVER_CONFIG, RemotingConfig
 from rmqwire.remoting.dispatcher import Dispatcher
 from rmqwire.remoting.server import RemotingServer
+from rmqwire.server.acl.plain import DEFAULT_PLAIN_ACL_FILE, PlainAccessValidator
 from rmqwire.server.broker.client_manager import ConsumerManager, ProducerManager
 from rmqwire.server.broker.config import BrokerSettings
 from rmqwire.server.broker.consumer_offset import ConsumerOffsetManager
@@ -69,6 +70,10 @@ from rmqwire.server.store.retention import disk_partition_used_ratio
 
 __all__ = ["Broker"]
 
+#: How often the ACL files are checked for changes (Java's AclFileWatchService: 500 ms).
+ACL_WATCH_INTERVAL = 1.0
+#: Java's system property naming the plain ACL file (relative to rocketmqHome); here a broker.conf key.
+ACL_FILE_KEY = "rocketmq.acl.plain.file"
 #: Java's ClientHousekeepingService period.
 CLIENT_SCAN_INTERVAL = 10.0
 _FREE_PORT_ATTEMPTS = 50
@@ -194,6 +199,14 @@ class Broker(Service):
                 fast.unregister(code)  # Java's fast server has no pull processor
             self.fast_server = _BrokerServer(reactor, self.remoting_config, dispatcher=fast,
                                               port=max(self.settings.listen_port - 2, 0), interface=interface)
+        self.acl: PlainAccessValidator | None = None
+        if b.acl_enable:
+            # Java's broker registers the validator as an RPC hook of both servers.
+            self.acl = PlainAccessValidator.for_home(
+                b.rocketmq_home, self.settings.file_properties.get(ACL_FILE_KEY, DEFAULT_PLAIN_ACL_FILE))
+            for server in (self.server, self.fast_server):
+                if server is not None:
+                    server.dispatcher.add_hook(self.acl)
         self.registrar = BrokerRegistrar(reactor, self)
         self.metrics = BrokerMetrics(self)
         self.store_host: tuple[str, int] = (b.broker_ip1, self.settings.listen_port)
@@ -254,6 +267,8 @@ class Broker(Service):
         self._every(self.settings.broker.flush_consumer_offset_interval / 1000.0, self._persist_offsets)
         self._every(CLIENT_SCAN_INTERVAL, self._scan_channels)
         self.transaction_check_service.start()
+        if self.acl is not None:
+            self._every(ACL_WATCH_INTERVAL, self.acl.reload_if_changed)
         super().startService()
         self.log.info("store {root} recovered ({how})", root=self.settings.store.store_path_root_dir,
                       how=report)

@@ -12,6 +12,8 @@
  *   Peer consume --namesrv A --topic T --count N [--mode push|litepull] [--model cluster|broadcast] [--orderly]
  *                [--group G] [--from first|last] [--timeout-ms M] [--sub EXPR] [--fail-times R]
  *                [--max-reconsume N]
+ *   (produce and push consume) [--access-key AK --secret-key SK]: sign requests (AclClientRPCHook);
+ *   TLS: jvm_args ["-Dtls.enable=true"] (the client's TlsSystemConfig)
  *
  * Mode timer sends 5.x timer messages due D ms after the send: setDeliverTimeMs(now + D) (deliver),
  * setDelayTimeSec(D / 1000) (sec) or setDelayTimeMs(D) (ms).
@@ -41,6 +43,8 @@ import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -60,6 +64,7 @@ import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 
 public final class Peer {
@@ -164,6 +169,15 @@ public final class Peer {
         }
     }
 
+    /** --access-key AK --secret-key SK: sign every request as AclClientRPCHook does (else null: unsigned). */
+    private static RPCHook aclHook(Opts o) {
+        String ak = o.single.get("access-key");
+        if (ak == null) {
+            return null;
+        }
+        return new AclClientRPCHook(new SessionCredentials(ak, o.req("secret-key")));
+    }
+
     // ------------------------------------------------------------------ produce
 
     private static Message buildMessage(Opts o, String topic, int i) {
@@ -217,7 +231,7 @@ public final class Peer {
 
         DefaultMQProducer producer;
         if (mode.equals("transactional")) {
-            TransactionMQProducer tp = new TransactionMQProducer(group);
+            TransactionMQProducer tp = new TransactionMQProducer(group, aclHook(o));
             final LocalTransactionState local = txState(txState);
             tp.setTransactionListener(new TransactionListener() {
                 @Override
@@ -234,7 +248,7 @@ public final class Peer {
             });
             producer = tp;
         } else {
-            producer = new DefaultMQProducer(group);
+            producer = new DefaultMQProducer(group, aclHook(o));
         }
         producer.setNamesrvAddr(namesrv);
         // A cold JVM on a loaded machine needs seconds for its first connections (the client's
@@ -452,7 +466,7 @@ public final class Peer {
 
     private static int consumePush(Opts o, String namesrv, String topic, int count, String group, String sub,
         MessageModel mm, ConsumeFromWhere where, long timeoutMs) throws Exception {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, aclHook(o));
         c.setNamesrvAddr(namesrv);
         c.setMqClientApiTimeout(15000); // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
         c.setMessageModel(mm);
