@@ -169,6 +169,9 @@ UPDATABLE_KEYS: frozenset[str] = frozenset({
     "registerNameServerPeriod",
 })
 
+#: Keys Java's AdminBrokerProcessor refuses whatever ``configBlackList`` says.
+ALWAYS_BLACK_LISTED: frozenset[str] = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+
 
 @dataclass
 class BrokerSettings:
@@ -282,7 +285,13 @@ class BrokerSettings:
         return "".join(f"{k}={v}\n" for k, v in self.all_configs().items())
 
     def black_list(self) -> frozenset[str]:
-        return frozenset(k for k in self.broker.config_black_list.split(";") if k)
+        """Java's ``configBlackList`` plus the keys its AdminBrokerProcessor always adds."""
+        return ALWAYS_BLACK_LISTED | frozenset(k for k in self.broker.config_black_list.split(";") if k)
+
+    def invalid_values(self, props: Mapping[str, str]) -> list[str]:
+        """The keys of ``props`` whose values do not parse as the broker key's Java type."""
+        trial = dataclasses.replace(self.broker)
+        return sorted(trial.apply(props))
 
     def update(self, props: Mapping[str, str]) -> None:
         """UPDATE_BROKER_CONFIG (once allowed): apply ``props`` to the broker group only."""

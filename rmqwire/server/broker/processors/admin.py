@@ -6,8 +6,9 @@ goes out, as Java's synchronous registration does), DELETE_TOPIC_IN_BROKER, GET_
 GET_TOPIC_STATS_INFO, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
 DELETE_SUBSCRIPTIONGROUP. Offsets: GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME,
 SEARCH_OFFSET_BY_TIMESTAMP, GET_ALL_CONSUMER_OFFSET, GET_CONSUME_STATS. The broker itself:
-GET_BROKER_RUNTIME_INFO (Java's keys), GET_BROKER_CONFIG, and UPDATE_BROKER_CONFIG, refused
-unless ``enableUpdateBrokerConfig`` is set (CVE-2023-33246). Connections:
+GET_BROKER_RUNTIME_INFO (Java's keys), GET_BROKER_CONFIG, and UPDATE_BROKER_CONFIG, refused for
+Java's black list and unless ``enableUpdateBrokerConfig`` is set, then only for the keys of
+``UPDATABLE_KEYS`` (CVE-2023-33246). Connections:
 GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST.
 """
 
@@ -324,24 +325,40 @@ class AdminBrokerProcessor(Processor):
 
     @UpdateBrokerConfig.responder
     def update_broker_config(self, header: Any, body: bytes | None, context: RequestContext) -> Any:
+        """Java's checks (the black list, with its remark), then rmqwire's: the switch
+        ``enableUpdateBrokerConfig`` and the allow-list of keys that are never paths, addresses,
+        class names or commands (CVE-2023-33246 set rocketmqHome / filterServerNums this way)."""
         broker = self.broker
         self.log.info("Broker receive request to update config, caller address={p}", p=context.peer)
-        if not broker.settings.broker.enable_update_broker_config:
-            raise for_code(ResponseCode.NO_PERMISSION,
-                           "updating the broker config is disabled (enableUpdateBrokerConfig=false)")
         if body is None:
             return Response()
         try:
             props = parse_properties(body.decode("utf-8"))
         except (UnicodeDecodeError, CodecError):
             raise for_code(ResponseCode.SYSTEM_ERROR, "string2Properties error") from None
-        if set(props) & broker.settings.black_list():
-            raise for_code(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        refused = self._refused_config_update(props)
+        if refused:
+            self.log.warn("UPDATE_BROKER_CONFIG from {peer} refused: {why}", peer=context.peer, why=refused)
+            raise for_code(ResponseCode.NO_PERMISSION, refused)
+        if props:
+            broker.update_config(props)
+        return Response()
+
+    def _refused_config_update(self, props: dict[str, str]) -> str | None:
+        settings = self.broker.settings
+        if set(props) & settings.black_list():
+            return "Can not update config in black list."
+        if not settings.broker.enable_update_broker_config:
+            return ("Updating the broker config remotely is disabled "
+                    "(set enableUpdateBrokerConfig=true to allow its safe keys)")
         refused = sorted(set(props) - UPDATABLE_KEYS)
         if refused:
-            raise for_code(ResponseCode.NO_PERMISSION, f"these config keys cannot be updated: {', '.join(refused)}")
-        broker.update_config(props)
-        return Response()
+            return (f"Config key(s) {', '.join(refused)} may not be updated remotely; "
+                    f"allowed: {', '.join(sorted(UPDATABLE_KEYS))}")
+        bad = settings.invalid_values(props)
+        if bad:
+            return f"Config value(s) not valid for their type: {', '.join(bad)}"
+        return None
 
     # ---- connections -----------------------------------------------------------------------------
 

@@ -428,6 +428,15 @@ def test_update_broker_config_refused_by_default(h: Harness) -> None:
     assert r.code == ResponseCode.NO_PERMISSION
     r = h.answer(UpdateBrokerConfig, body=b"traceOn=false\n")
     assert r.code == ResponseCode.SUCCESS and h.send("TX").ext_fields["TRACE_ON"] == "false"
+    # CVE-2023-33246's body: Java's black list answers first, with its remark
+    r = h.answer(UpdateBrokerConfig, body=b"filterServerNums=1\nrocketmqHome=-c $@|sh . echo touch /tmp/x;\n")
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+    r = h.answer(UpdateBrokerConfig, body=b"filterServerNums=1\n")
+    assert r.code == ResponseCode.NO_PERMISSION and "filterServerNums may not be updated" in r.remark
+    r = h.answer(UpdateBrokerConfig, body=b"brokerPermission=rwx\n")
+    assert r.code == ResponseCode.NO_PERMISSION and "brokerPermission" in r.remark
+    assert h.broker.settings.broker.rocketmq_home != "-c $@|sh . echo touch /tmp/x;"
+    assert h.broker.settings.broker.broker_permission == 6
 
 
 # --------------------------------------------------------------------------- bad input
