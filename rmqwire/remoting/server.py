@@ -4,17 +4,24 @@ A Twisted ``Service``: ``startService`` listens on ``interface:port`` (port 0 pi
 see ``port``), ``stopService`` stops listening, waits up to ``config.close_grace`` for requests
 being processed and calls in flight, then closes every channel. Open channels are tracked so a
 server can call its clients back (a broker sending NOTIFY_CONSUMER_IDS_CHANGED).
+
+TLS (``config.tls``: a server context factory) follows Java's ``tls.server.mode``
+(``tls_mode``): ENFORCING accepts TLS only; PERMISSIVE accepts TLS and plain TCP on one port,
+told apart by the first byte as Java's TlsModeHandler does (0x16, a TLS handshake record; a
+remoting frame starts with its length's high byte, 0 for any frame under 16 MiB); DISABLED is plain
+TCP only and closes connections that start a TLS handshake.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IListeningPort
-from twisted.internet.protocol import ServerFactory
+from twisted.internet.protocol import Protocol, ServerFactory
 from twisted.logger import Logger
 
 from rmqwire.remoting.config import JAVA_SERVER_CONFIG, RemotingConfig
@@ -22,7 +29,77 @@ from rmqwire.remoting.dispatcher import Dispatcher, Processor
 from rmqwire.remoting.protocol import RemotingProtocol, drain
 
 
+class TlsMode(enum.Enum):
+    """Java's ``TlsMode`` (``tls.server.mode``); an unknown name parses as PERMISSIVE, as in Java."""
+
+    DISABLED = "disabled"
+    PERMISSIVE = "permissive"
+    ENFORCING = "enforcing"
+
+    @classmethod
+    def parse(cls, name: str | None) -> TlsMode:
+        for mode in cls:
+            if mode.value == name:
+                return mode
+        return cls.PERMISSIVE
+
+
+#: The first byte of a TLS handshake record (Java's HANDSHAKE_MAGIC_CODE).
+_TLS_HANDSHAKE = 0x16
+
+
 class _ServerFactory(ServerFactory):
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+
+    def buildProtocol(self, addr: object) -> Protocol:
+        if self.server.tls_mode is TlsMode.ENFORCING or self.server.config.tls is None:
+            return self.server.build_protocol()
+        return _TlsModeDetector(self.server, addr)
+
+
+class _TlsModeDetector(Protocol):
+    """Waits for a connection's first byte, then hands the connection to a TLS channel or a
+    plain one (or closes it), as the server's TLS mode says; forwards everything after."""
+
+    def __init__(self, server: RemotingServer, addr: object) -> None:
+        self.server = server
+        self.addr = addr
+        self.inner: Protocol | None = None
+
+    def connectionMade(self) -> None:  # noqa: N802 - Twisted's interface
+        self.server._pending.add(self)
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        if self.inner is not None:
+            self.inner.dataReceived(data)
+            return
+        if not data:
+            return
+        self.server._pending.discard(self)
+        tls = data[0] == _TLS_HANDSHAKE
+        mode = self.server.tls_mode
+        if tls and mode is TlsMode.DISABLED:
+            self.server.log.warn("{peer} starts TLS but TLS is disabled here: closed", peer=self.transport.getPeer())
+            self.transport.loseConnection()
+            return
+        inner: Protocol = (self.server.tls_factory().buildProtocol(self.addr) if tls
+                           else self.server.build_protocol())
+        self.inner = inner
+        # the real transport stays the channel's transport: it sees the real peer, pauses reads
+        self.transport.protocol = inner
+        inner.makeConnection(self.transport)
+        inner.dataReceived(data)
+
+    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.server._pending.discard(self)
+        if self.inner is not None:
+            self.inner.connectionLost(reason)
+
+
+class _PlainFactory(ServerFactory):
+    """What TLS wraps: the server's plain channels."""
+
     def __init__(self, server: RemotingServer) -> None:
         self.server = server
 
@@ -50,6 +127,7 @@ class RemotingServer(Service):
         dispatcher: Dispatcher | None = None,
         port: int = 0,
         interface: str = "127.0.0.1",
+        tls_mode: TlsMode = TlsMode.ENFORCING,
     ) -> None:
         self.reactor = reactor
         self.config = config if config is not None else JAVA_SERVER_CONFIG
@@ -61,7 +139,11 @@ class RemotingServer(Service):
         self.requested_port = port
         self.interface = interface
         self._channels: set[RemotingProtocol] = set()
+        self._pending: set[_TlsModeDetector] = set()   # connected, first byte not seen yet
         self._listening: IListeningPort | None = None
+        #: with ``config.tls``: ENFORCING (TLS only) or PERMISSIVE (both); DISABLED ignores it
+        self.tls_mode = tls_mode if self.config.tls is not None else TlsMode.DISABLED
+        self._tls_factory: Any = None
 
     @property
     def channels(self) -> frozenset[RemotingProtocol]:
@@ -87,13 +169,19 @@ class RemotingServer(Service):
 
     # ---- Service -------------------------------------------------------------------------------
 
+    def tls_factory(self) -> Any:
+        """Wraps new channels in TLS with ``config.tls`` (built once)."""
+        if self._tls_factory is None:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            self._tls_factory = TLSMemoryBIOFactory(self.config.tls, False, _PlainFactory(self), self.reactor)
+        return self._tls_factory
+
     def startService(self) -> None:
         """Listen (synchronously: a port in use raises here)."""
         factory: Any = _ServerFactory(self)
-        if self.config.tls is not None:
-            from twisted.protocols.tls import TLSMemoryBIOFactory
-
-            factory = TLSMemoryBIOFactory(self.config.tls, False, factory, self.reactor)
+        if self.config.tls is not None and self.tls_mode is TlsMode.ENFORCING:
+            factory = self.tls_factory()
         self._listening = self.reactor.listenTCP(
             self.requested_port, factory, interface=self.interface
         )
@@ -111,6 +199,10 @@ class RemotingServer(Service):
 
     def close(self) -> Deferred[None]:
         """Close every channel now; fire when all are gone."""
+        for pending in list(self._pending):
+            if pending.transport is not None:
+                pending.transport.abortConnection()
+        self._pending.clear()
         waits: list[Deferred[Any]] = []
         for proto in list(self._channels):
             if proto.transport is None:  # built but never connected: nothing to wait for

@@ -67,6 +67,7 @@ from rmqwire.server.broker.transaction import (
 from rmqwire.server.store import DefaultMessageStore
 from rmqwire.server.store.config import total_physical_memory
 from rmqwire.server.store.retention import disk_partition_used_ratio
+from rmqwire.server.tls import TlsSystemConfig
 
 __all__ = ["Broker"]
 
@@ -188,17 +189,22 @@ class Broker(Service):
                       self.end_transaction_processor, self.reply_processor)
         idle = self.settings.server.server_channel_max_idle_time_seconds
         base = remoting_config if remoting_config is not None else JAVA_SERVER_CONFIG
+        self.tls = TlsSystemConfig.from_properties(self.settings.file_properties)
+        if base.tls is None:
+            base = base.replace(tls=self.tls.server_context())
         self.remoting_config = base.replace(idle_timeout=float(idle) if idle > 0 else None)
         interface = self.settings.server.bind_address
         self.server = _BrokerServer(reactor, self.remoting_config, processors=processors,
-                                     port=self.settings.listen_port, interface=interface)
+                                     port=self.settings.listen_port, interface=interface,
+                                     tls_mode=self.tls.mode)
         self.fast_server: RemotingServer | None = None
         if fast_port:
             fast = Dispatcher.for_config(self.remoting_config, *processors)
             for code in PullMessage.codes + LitePullMessage.codes:
                 fast.unregister(code)  # Java's fast server has no pull processor
             self.fast_server = _BrokerServer(reactor, self.remoting_config, dispatcher=fast,
-                                              port=max(self.settings.listen_port - 2, 0), interface=interface)
+                                              port=max(self.settings.listen_port - 2, 0), interface=interface,
+                                              tls_mode=self.tls.mode)
         self.acl: PlainAccessValidator | None = None
         if b.acl_enable:
             # Java's broker registers the validator as an RPC hook of both servers.

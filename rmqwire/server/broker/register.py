@@ -49,9 +49,14 @@ class BrokerRegistrar:
         self.reactor = reactor
         self.broker = broker
         timeout = broker.settings.broker.register_broker_timeout_mills / 1000.0
+        tls = None
+        if broker.settings.client.use_tls or broker.tls.client_uses_tls:
+            from twisted.internet.ssl import CertificateOptions
+
+            tls = CertificateOptions(verify=False)   # Java's client test mode: any certificate
         self.client = RemotingClient(
             reactor, RemotingConfig(language=LanguageCode.JAVA, call_timeout=max(timeout, 0.001),
-                                    connect_timeout=3.0)
+                                    connect_timeout=3.0, tls=tls)
         )
         self._loop: LoopingCall | None = None
         self.registrations = 0  # successful REGISTER_BROKER answers (any NameServer)

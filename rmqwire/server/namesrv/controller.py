@@ -34,6 +34,7 @@ from rmqwire.server.namesrv.kv import KVConfigManager
 from rmqwire.server.namesrv.metrics import NamesrvMetrics
 from rmqwire.server.namesrv.processor import ClientRequestProcessor, DefaultRequestProcessor
 from rmqwire.server.namesrv.route_info import RouteInfoManager
+from rmqwire.server.tls import TlsSystemConfig
 
 #: Java's timeout for NOTIFY_MIN_BROKER_ID_CHANGE (oneway, 300 ms).
 NOTIFY_TIMEOUT = 0.3
@@ -72,6 +73,9 @@ class NameServer(Service):
         server_cfg = self.settings.server
         idle = server_cfg.server_channel_max_idle_time_seconds
         base = remoting_config if remoting_config is not None else JAVA_SERVER_CONFIG
+        self.tls = TlsSystemConfig.from_properties(self.settings.file_properties)
+        if base.tls is None:
+            base = base.replace(tls=self.tls.server_context())
         self.remoting_config = base.replace(idle_timeout=float(idle) if idle > 0 else None)
         self.server = RemotingServer(
             reactor,
@@ -79,6 +83,7 @@ class NameServer(Service):
             processors=(self.default_processor, self.client_processor),
             port=server_cfg.listen_port if port is None else port,
             interface=server_cfg.bind_address if interface is None else interface,
+            tls_mode=self.tls.mode,
         )
         # Route lookups answered from the cache skip the typed layer (the typed responder stays
         # the reference and answers every other case).
