@@ -13,6 +13,7 @@
  *                [--group G] [--from first|last] [--timeout-ms M] [--sub EXPR] [--fail-times R]
  *                [--max-reconsume N]
  *   (produce and push consume) [--access-key AK --secret-key SK]: sign requests (AclClientRPCHook);
+ *   [--api-timeout-ms M]: the client's mqClientApiTimeout (NameServer calls; default 3000)
  *   TLS: jvm_args ["-Dtls.enable=true"] (the client's TlsSystemConfig)
  *
  * Mode timer sends 5.x timer messages due D ms after the send: setDeliverTimeMs(now + D) (deliver),
@@ -257,6 +258,7 @@ public final class Peer {
         // Without --compress keep bodies raw, so body checks on the consumer side see the sent bytes.
         producer.setCompressMsgBodyOverHowmuch(o.compress ? 4 * 1024 : Integer.MAX_VALUE);
         producer.setSendMsgTimeout(o.getInt("send-timeout-ms", 5000));
+        producer.setMqClientApiTimeout(o.getInt("api-timeout-ms", 3000));
         long t0 = System.nanoTime();
         producer.start();
         emitEvent("started", "startMs", (System.nanoTime() - t0) / 1_000_000);
@@ -468,7 +470,8 @@ public final class Peer {
         MessageModel mm, ConsumeFromWhere where, long timeoutMs) throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, aclHook(o));
         c.setNamesrvAddr(namesrv);
-        c.setMqClientApiTimeout(15000); // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
+        // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
+        c.setMqClientApiTimeout(o.getInt("api-timeout-ms", 15000));
         c.setMessageModel(mm);
         c.setConsumeFromWhere(where);
         c.subscribe(topic, sub);
