@@ -79,7 +79,11 @@ def namesrv(config_file: str | None, print_config: bool, log_level: str) -> int:
         [FilteringLogObserver(textFileLogObserver(sys.stderr), [predicate])],
         redirectStandardIO=False,
     )
-    server = NameServer(reactor, settings)
+    try:
+        server = NameServer(reactor, settings)   # TLS settings are checked here
+    except ValueError as e:
+        print(f"bad config in {config_file}: {e}", file=sys.stderr)
+        return 255
     try:
         server.startService()
     except (CannotListenError, KVConfigError) as e:
@@ -137,7 +141,11 @@ def broker(config_file: str | None, print_config: bool, log_level: str) -> int:
     from rmqwire.server.store import StoreLoadError
 
     _begin_logging(log_level)
-    service = Broker(reactor, settings)
+    try:
+        service = Broker(reactor, settings)   # ACL files and TLS settings are checked here
+    except ValueError as e:
+        print(f"bad config in {config_file}: {e}", file=sys.stderr)
+        return 255
     try:
         service.startService()
     except (CannotListenError, StoreLoadError, OSError) as e:

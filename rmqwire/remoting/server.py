@@ -53,7 +53,7 @@ class _ServerFactory(ServerFactory):
         self.server = server
 
     def buildProtocol(self, addr: object) -> Protocol:
-        if self.server.tls_mode is TlsMode.ENFORCING or self.server.config.tls is None:
+        if self.server.config.tls is None:
             return self.server.build_protocol()
         return _TlsModeDetector(self.server, addr)
 

@@ -29,7 +29,7 @@ _BY_NAME = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
-class AclError(Exception):
+class AclError(ValueError):
     """Java ``AclException``: a refused request (its message is the remark) or a bad ACL file."""
 
 
