@@ -132,14 +132,18 @@ def java_peer(acl_cluster: AclCluster) -> Iterator[JavaPeer]:
         yield peer
 
 
+#: Generous client timeouts: a loaded machine (load 30 here) makes a cold JVM's first calls slow.
+SLOW_MACHINE = ["--api-timeout-ms", "30000", "--send-timeout-ms", "30000"]
+
+
 def keys(hook: AclClientRPCHook) -> list[str]:
-    return ["--access-key", hook.access_key, "--secret-key", hook.secret_key]
+    return ["--access-key", hook.access_key, "--secret-key", hook.secret_key, *SLOW_MACHINE]
 
 
 def refused_send(java_peer: JavaPeer, topic: str, extra: list[str]) -> str:
     """What the Java producer reports when its send is refused (it must be refused)."""
     with pytest.raises(PeerError) as info:
-        java_peer.produce(topic, 1, extra=[*extra, "--send-timeout-ms", "10000"], timeout=180)
+        java_peer.produce(topic, 1, extra=extra, timeout=180)
     return str(info.value)
 
 
@@ -161,7 +165,7 @@ def test_wrong_secret_or_none_is_refused_and_stores_nothing(acl_cluster: AclClus
     acl_cluster.create_topic(topic)
     wrong = refused_send(java_peer, topic, keys(AclClientRPCHook(USER.access_key, "not-the-user-secret")))
     assert "CODE: 16" in wrong and f"{ACL_EXCEPTION}: Check signature failed for accessKey={USER.access_key}" in wrong
-    unsigned = refused_send(java_peer, topic, [])
+    unsigned = refused_send(java_peer, topic, SLOW_MACHINE)
     assert "CODE: 16" in unsigned and f"{ACL_EXCEPTION}: No accessKey is configured" in unsigned
     unknown = refused_send(java_peer, topic, keys(AclClientRPCHook("rmqwire_nobody", USER.secret_key)))
     assert "CODE: 16" in unknown and "No acl config for rmqwire_nobody" in unknown
