@@ -66,9 +66,18 @@ class _TlsModeDetector(Protocol):
         self.server = server
         self.addr = addr
         self.inner: Protocol | None = None
+        self._idle: Any = None
 
     def connectionMade(self) -> None:  # noqa: N802 - Twisted's interface
         self.server._pending.add(self)
+        idle = self.server.config.idle_timeout
+        if idle is not None:   # a silent connection is closed as an idle channel would be
+            self._idle = self.server.reactor.callLater(idle, self.transport.loseConnection)
+
+    def _stop_idle(self) -> None:
+        if self._idle is not None and self._idle.active():
+            self._idle.cancel()
+        self._idle = None
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         if self.inner is not None:
@@ -76,6 +85,7 @@ class _TlsModeDetector(Protocol):
             return
         if not data:
             return
+        self._stop_idle()
         self.server._pending.discard(self)
         tls = data[0] == _TLS_HANDSHAKE
         mode = self.server.tls_mode
@@ -92,6 +102,7 @@ class _TlsModeDetector(Protocol):
         inner.dataReceived(data)
 
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self._stop_idle()
         self.server._pending.discard(self)
         if self.inner is not None:
             self.inner.connectionLost(reason)

@@ -135,3 +135,20 @@ def test_unusable_files_fail_with_a_reason(tmp_path: Path) -> None:
         TlsSystemConfig.from_properties({**base, "tls.server.certPath": str(tmp_path / "missing.pem"),
                                          "tls.server.keyPath": str(key_path),
                                          "tls.server.keyPassword": "pw-123"}).server_context()
+
+
+def test_a_silent_connection_is_closed_after_the_idle_timeout(reactor: Any, servers: list[NameServer],
+                                                              tmp_path: Path) -> None:
+    import socket
+    import time
+
+    ns = namesrv(reactor, tmp_path, serverChannelMaxIdleTimeSeconds="1")
+    servers.append(ns)
+    with socket.create_connection(("127.0.0.1", ns.port), timeout=30) as sock:
+        started = time.monotonic()
+        assert sock.recv(1) == b""   # closed by the server without a byte sent either way
+    assert time.monotonic() - started >= 0.9
+    deadline = time.monotonic() + 30
+    while call(lambda: len(ns.server._pending), timeout=10) and time.monotonic() < deadline:
+        time.sleep(0.05)   # the server's side of the close is seen a moment later
+    assert not call(lambda: len(ns.server._pending), timeout=10)
