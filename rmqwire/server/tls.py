@@ -30,7 +30,6 @@ from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from zope.interface import implementer
 
 from rmqwire.remoting.server import TlsMode
-from rmqwire.server.namesrv.config import parse_properties
 
 TLS_SERVER_MODE = "tls.server.mode"
 TLS_ENABLE = "tls.enable"
@@ -73,6 +72,9 @@ class TlsSystemConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TlsSystemConfig:
         """The config from a server's properties, overridden by its tls.config.file."""
+        # here, not at the top: rmqwire.server.namesrv imports this module
+        from rmqwire.server.namesrv.config import parse_properties
+
         merged = dict(props)
         path = Path(props.get(TLS_CONFIG_FILE, DEFAULT_TLS_CONFIG_FILE))
         if path.is_file() and os.access(path, os.R_OK):
