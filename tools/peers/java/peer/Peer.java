@@ -13,7 +13,7 @@
  *                [--group G] [--from first|last] [--timeout-ms M] [--sub EXPR] [--fail-times R]
  *                [--max-reconsume N]
  *   (produce and push consume) [--access-key AK --secret-key SK]: sign requests (AclClientRPCHook);
- *   [--api-timeout-ms M]: the client's mqClientApiTimeout (NameServer calls; default 3000)
+ *   [--api-timeout-ms M]: the client's mqClientApiTimeout (NameServer calls; default 15000 here)
  *   TLS: jvm_args ["-Dtls.enable=true"] (the client's TlsSystemConfig)
  *
  * Mode timer sends 5.x timer messages due D ms after the send: setDeliverTimeMs(now + D) (deliver),
@@ -258,7 +258,6 @@ public final class Peer {
         // Without --compress keep bodies raw, so body checks on the consumer side see the sent bytes.
         producer.setCompressMsgBodyOverHowmuch(o.compress ? 4 * 1024 : Integer.MAX_VALUE);
         producer.setSendMsgTimeout(o.getInt("send-timeout-ms", 5000));
-        producer.setMqClientApiTimeout(o.getInt("api-timeout-ms", 3000));
         long t0 = System.nanoTime();
         producer.start();
         emitEvent("started", "startMs", (System.nanoTime() - t0) / 1_000_000);
