@@ -273,7 +273,9 @@ class GetConsumerStatusBody(FastjsonBody):
     message_queue_table: dict[MessageQueue, int] | None = prop(
         "messageQueueTable", map_of(MQ, LONG), factory=dict
     )
-    consumer_table: dict[str, Any] | None = prop("consumerTable", map_of(STR_KEY, ANY), factory=dict)
+    #: INVOKE_BROKER_TO_GET_CONSUMER_STATUS answer: client id -> its offsets.
+    consumer_table: dict[str, dict[MessageQueue, int]] | None = prop(
+        "consumerTable", map_of(STR_KEY, map_of(MQ, LONG)), factory=dict)
 
 
 @dataclass

@@ -38,6 +38,7 @@ from rmqwire.remoting.dispatcher import Dispatcher
 from rmqwire.remoting.server import RemotingServer
 from rmqwire.server.acl.plain import DEFAULT_PLAIN_ACL_FILE, PlainAccessValidator
 from rmqwire.server.broker.client_manager import ConsumerManager, ProducerManager
+from rmqwire.server.broker.client_relay import Broker2Client
 from rmqwire.server.broker.config import BrokerSettings
 from rmqwire.server.broker.consumer_offset import ConsumerOffsetManager
 from rmqwire.server.broker.long_polling import PullRequestHoldService
@@ -56,7 +57,7 @@ from rmqwire.server.broker.schedule import (
     ScheduleMessageService,
     TimerMessageStore,
 )
-from rmqwire.server.broker.stats import BrokerStats
+from rmqwire.server.broker.stats import BrokerStats, BrokerStatsManager
 from rmqwire.server.broker.subscription_group import SubscriptionGroupManager
 from rmqwire.server.broker.topic_config import TopicConfigManager
 from rmqwire.server.broker.transaction import (
@@ -170,6 +171,8 @@ class Broker(Service):
             precision_ms=lambda: self.settings.store_extras.timer_precision_ms, on_put=self.stats.on_put)
             if extras.timer_wheel_enable else None)
         self.store.add_put_hook(ScheduleHook(lambda: self.schedule_message_service.max_delay_level, extras))
+        self.stats_manager = BrokerStatsManager(b.broker_cluster_name)
+        self.broker2client = Broker2Client(self)
         self.config_data_version = DataVersion()
         self._uniq = UniqueIdGenerator(ip=_ip_or_none(b.broker_ip1))
 
@@ -270,6 +273,7 @@ class Broker(Service):
         self.schedule_message_service.start()
         if self.timer_message_store is not None:
             self.timer_message_store.start()
+        self.stats_manager.start(self.reactor)
         self._every(self.settings.broker.flush_consumer_offset_interval / 1000.0, self._persist_offsets)
         self._every(CLIENT_SCAN_INTERVAL, self._scan_channels)
         self.transaction_check_service.start()
@@ -336,6 +340,7 @@ class Broker(Service):
         self._loops.clear()
         self.transaction_check_service.stop()
         self.transactional_message_service.shutdown()
+        self.stats_manager.stop()
         self.pull_hold_service.stop()
         stopped_metrics = self.metrics.stop()
         self.schedule_message_service.stop()

@@ -1027,7 +1027,10 @@ class DefaultMessageStore:
 
     def runtime_info(self) -> dict[str, str]:
         info = self.stats.runtime_info()
-        info["commitLogDiskRatio"] = str(self.clean_commit_log_service.commit_log_ratio())
+        ratio = self.clean_commit_log_service.commit_log_ratio()
+        # Java lists each commit-log path's ratio, then the minimum (one path here).
+        info[f"commitLogDiskRatio_{self.config.commit_log_dir}"] = str(ratio)
+        info["commitLogDiskRatio"] = str(ratio)
         info["consumeQueueDiskRatio"] = str(self.clean_commit_log_service.consume_queue_ratio())
         info["commitLogMinOffset"] = str(self.min_phy_offset)
         info["commitLogMaxOffset"] = str(self.max_phy_offset)
@@ -1055,6 +1058,14 @@ class DefaultMessageStore:
             self._last_clean_min_offset = min_offset
             for cq in self._all_consume_queues():
                 cq.delete_expired_file(min_offset)
+
+    def clean_expired_consumer_queue(self) -> None:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (Java ``cleanExpiredConsumerQueue``): drop every consume
+        queue file that points below the commit log's minimum offset, now."""
+        min_offset = self.commit_log.min_offset
+        for cq in self._all_consume_queues():
+            cq.delete_expired_file(min_offset)
+        self._last_clean_min_offset = max(self._last_clean_min_offset, min_offset)
 
     def delete_topics(self, topics: Iterable[str]) -> int:
         """Drop the consume queues of ``topics`` (DELETE_TOPIC_IN_BROKER); commit-log records stay

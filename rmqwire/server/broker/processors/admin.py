@@ -5,15 +5,21 @@ Topics and groups: UPDATE_AND_CREATE_TOPIC (re-registered with the NameServers b
 goes out, as Java's synchronous registration does), DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG,
 GET_TOPIC_STATS_INFO, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
 DELETE_SUBSCRIPTIONGROUP. Offsets: GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME,
-SEARCH_OFFSET_BY_TIMESTAMP, GET_ALL_CONSUMER_OFFSET, GET_CONSUME_STATS. The broker itself:
-GET_BROKER_RUNTIME_INFO (Java's keys), GET_BROKER_CONFIG, and UPDATE_BROKER_CONFIG, refused for
-Java's black list and unless ``enableUpdateBrokerConfig`` is set, then only for the keys of
-``UPDATABLE_KEYS`` (CVE-2023-33246). Connections:
-GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST.
+SEARCH_OFFSET_BY_TIMESTAMP, GET_ALL_CONSUMER_OFFSET, GET_CONSUME_STATS, GET_BROKER_CONSUME_STATS,
+INVOKE_BROKER_TO_RESET_OFFSET (server side, Java 5.x's default, or pushed to the consumers).
+Who consumes what: QUERY_TOPIC_CONSUME_BY_WHO, QUERY_TOPICS_BY_CONSUMER. Stats:
+VIEW_BROKER_STATS_DATA (``BrokerStatsManager``). The broker itself: GET_BROKER_RUNTIME_INFO
+(Java's keys), GET_BROKER_CONFIG, and UPDATE_BROKER_CONFIG, refused for Java's black list and
+unless ``enableUpdateBrokerConfig`` is set, then only for the keys of ``UPDATABLE_KEYS``
+(CVE-2023-33246); CLEAN_EXPIRED_CONSUMEQUEUE, DELETE_EXPIRED_COMMITLOG. Connections:
+GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST. Relayed to one consumer on its own
+connection (``client_relay``): GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY,
+INVOKE_BROKER_TO_GET_CONSUMER_STATUS.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
@@ -21,14 +27,20 @@ from twisted.logger import Logger
 from rmqwire.codec import fastjson
 from rmqwire.codec.codes import LanguageCode, ResponseCode
 from rmqwire.codec.commands.admin import (
+    BrokerStatsData,
+    BrokerStatsItem,
+    CleanExpiredConsumeQueue,
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    ConsumeStatsList,
+    DeleteExpiredCommitLog,
     DeleteSubscriptionGroup,
     DeleteSubscriptionGroupRequestHeader,
     GetAllSubscriptionGroupConfig,
     GetBrokerConfig,
     GetBrokerConfigResponseHeader,
+    GetBrokerConsumeStats,
     GetBrokerRuntimeInfo,
     GetConsumerConnectionList,
     GetConsumerConnectionListRequestHeader,
@@ -38,15 +50,22 @@ from rmqwire.codec.commands.admin import (
     GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfig,
     GetSubscriptionGroupConfigRequestHeader,
+    GroupList,
     OffsetWrapper,
     ProducerConnection,
+    QueryTopicConsumeByWho,
+    QueryTopicsByConsumer,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     UpdateAndCreateSubscriptionGroup,
     UpdateBrokerConfig,
+    ViewBrokerStatsData,
 )
 from rmqwire.codec.commands.base import Response
 from rmqwire.codec.commands.consumer import (
+    ConsumeMessageDirectly,
+    GetConsumerRunningInfo,
+    InvokeBrokerToGetConsumerStatus,
     LockBatchMq,
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -63,6 +82,9 @@ from rmqwire.codec.commands.offset import (
     GetMaxOffsetResponseHeader,
     GetMinOffset,
     GetMinOffsetResponseHeader,
+    InvokeBrokerToResetOffset,
+    ResetOffsetBody,
+    ResetOffsetRequestHeader,
     SearchOffsetByTimestamp,
     SearchOffsetResponseHeader,
 )
@@ -76,11 +98,13 @@ from rmqwire.codec.commands.topic import (
     GetTopicConfigRequestHeader,
     GetTopicStatsInfo,
     GetTopicStatsInfoRequestHeader,
+    TopicList,
     TopicOffset,
     TopicStatsTable,
     UpdateAndCreateTopic,
 )
 from rmqwire.codec.header import BoundaryType as WireBoundaryType
+from rmqwire.codec.ids import parse_offset_msg_id
 from rmqwire.errors import CodecError, for_code
 from rmqwire.model import MessageQueue, TopicFilterType
 from rmqwire.remoting.dispatcher import Processor, RequestContext
@@ -276,39 +300,212 @@ class AdminBrokerProcessor(Processor):
         return ConsumerOffsetSerializeWrapper(
             offset_table={k: dict(v) for k, v in com.offset_table.items()}, data_version=com.data_version)
 
+    def _offset_wrapper(self, group: str, topic: str, queue_id: int, *, with_pull: bool) -> OffsetWrapper:
+        """One queue's line of Java's ConsumeStats (negative offsets read as 0)."""
+        broker = self.broker
+        store, offsets = broker.store, broker.consumer_offset_manager
+        consumer_offset = max(offsets.query_offset(group, topic, queue_id), 0)
+        last_ts = 0
+        if consumer_offset > 0:
+            last_ts = max(0, store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
+        pull_offset = max(consumer_offset, offsets.query_pull_offset(group, topic, queue_id)) if with_pull else 0
+        return OffsetWrapper(broker_offset=max(0, store.get_max_offset_in_queue(topic, queue_id)),
+                             consumer_offset=consumer_offset, pull_offset=pull_offset, last_timestamp=last_ts)
+
+    def _subscribed(self, group: str, topic: str) -> bool:
+        """Java skips a topic the group does not subscribe when the group subscribes any."""
+        cm = self.broker.consumer_manager
+        if cm.find_subscription(group, topic) is not None:
+            return True
+        info, comp = cm.get(group), cm.compensation_table.get(group)
+        return not ((info is not None and info.subscription_table) or (comp is not None and comp.subscription_table))
+
     @GetConsumeStats.responder
     def get_consume_stats(self, header: GetConsumeStatsRequestHeader, body: Any, context: RequestContext) -> Any:
         broker = self.broker
         group = header.consumer_group or ""
-        topics: list[str]
-        if header.topic_list:
-            topics = [t for t in header.topic_list.split(";") if t]
-        elif header.topic:
-            topics = [header.topic]
+        listed = [t for t in (header.topic_list or "").split(";") if t]
+        if listed:  # an explicit list skips the subscription check
+            topics = set(listed)
         else:
-            topics = sorted(broker.consumer_offset_manager.which_topic_by_consumer(group))
+            topics = {header.topic} if header.topic else broker.consumer_offset_manager.which_topic_by_consumer(group)
+            topics = {t for t in topics if self._subscribed(group, t)}
         stats = ConsumeStats()
-        store = broker.store
-        for topic in topics:
+        name = broker.settings.broker.broker_name
+        for topic in sorted(topics):
             cfg = broker.topic_config_manager.select(topic)
             if cfg is None:
                 continue
-            if broker.consumer_manager.find_subscription(group, topic) is None and \
-                    broker.consumer_manager.get(group) is not None and not header.topic:
-                continue
             for queue_id in range(cfg.read_queue_nums):
-                mq = MessageQueue(topic, broker.settings.broker.broker_name, queue_id)
-                max_offset = max(0, store.get_max_offset_in_queue(topic, queue_id))
-                consumer_offset = broker.consumer_offset_manager.query_offset(group, topic, queue_id)
-                pull_offset = broker.consumer_offset_manager.query_pull_offset(group, topic, queue_id)
-                consumer_offset = max(consumer_offset, 0)
-                last_ts = 0
-                if consumer_offset > 0:
-                    last_ts = max(0, store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
-                stats.offset_table[mq] = OffsetWrapper(
-                    broker_offset=max_offset, consumer_offset=consumer_offset,
-                    pull_offset=max(pull_offset, 0), last_timestamp=last_ts)
+                stats.offset_table[MessageQueue(topic, name, queue_id)] = self._offset_wrapper(
+                    group, topic, queue_id, with_pull=True)
+            stats.consume_tps += broker.stats_manager.tps_group_get_nums(group, topic)
         return stats
+
+    @GetBrokerConsumeStats.responder
+    def get_broker_consume_stats(self, header: Any, body: Any, context: RequestContext) -> Any:
+        """Java ``fetchAllConsumeStatsInBroker``: every subscription group's stats on each topic
+        it has offsets for (only ordered topics with ``isOrder``), queue by write queue."""
+        broker = self.broker
+        name = broker.settings.broker.broker_name
+        result = ConsumeStatsList(broker_addr=broker.address)
+        for group in list(broker.subscription_group_manager.table):
+            per_topic = []
+            for topic in sorted(broker.consumer_offset_manager.which_topic_by_consumer(group)):
+                cfg = broker.topic_config_manager.select(topic)
+                if cfg is None or (header.is_order and not cfg.order) or not self._subscribed(group, topic):
+                    continue
+                stats = ConsumeStats()
+                for queue_id in range(cfg.write_queue_nums):
+                    stats.offset_table[MessageQueue(topic, name, queue_id)] = self._offset_wrapper(
+                        group, topic, queue_id, with_pull=False)
+                stats.consume_tps = broker.stats_manager.tps_group_get_nums(group, topic)
+                for w in stats.offset_table.values():
+                    result.total_diff += w.broker_offset - w.consumer_offset
+                    # Java's sum too, though no pull offset is filled in here (so it is negative)
+                    result.total_inflight_diff += w.pull_offset - w.consumer_offset
+                per_topic.append(stats)
+            result.consume_stats_list.append({group: per_topic})
+        return result
+
+    @QueryTopicConsumeByWho.responder
+    def query_topic_consume_by_who(self, header: Any, body: Any, context: RequestContext) -> Any:
+        """The groups with offsets on the topic, and what Java's consumer table gives: its
+        topic-to-groups table records each subscribed topic's own name (a Java quirk that
+        ``mqadmin statsAll`` shows as a group named after the topic)."""
+        broker = self.broker
+        topic = header.topic or ""
+        groups = set(broker.consumer_offset_manager.which_group_by_topic(topic))
+        if broker.consumer_manager.query_topic_consume_by_who(topic):
+            groups.add(topic)
+        return GroupList(group_list=sorted(groups))
+
+    @QueryTopicsByConsumer.responder
+    def query_topics_by_consumer(self, header: Any, body: Any, context: RequestContext) -> Any:
+        topics = self.broker.consumer_offset_manager.which_topic_by_consumer(header.group or "")
+        return TopicList(topic_list=sorted(topics), broker_addr=self.broker.address)
+
+    @ViewBrokerStatsData.responder
+    def view_broker_stats_data(self, header: Any, body: Any, context: RequestContext) -> Any:
+        item = self.broker.stats_manager.get_stats_item(header.stats_name or "", header.stats_key or "")
+        if item is None:
+            raise for_code(ResponseCode.SYSTEM_ERROR,
+                           f"The stats <{header.stats_name}> <{header.stats_key}> not exist")
+
+        def of(snapshot: Any) -> BrokerStatsItem:
+            return BrokerStatsItem(sum=snapshot.sum, tps=snapshot.tps, avgpt=snapshot.avgpt)
+
+        return Response(body=BrokerStatsData(stats_minute=of(item.in_minute()), stats_hour=of(item.in_hour()),
+                                             stats_day=of(item.in_day())).encode())
+
+    # ---- resetting offsets, and what the consumers report ----------------------------------------
+
+    @InvokeBrokerToResetOffset.responder
+    def reset_offset(self, header: ResetOffsetRequestHeader, body: Any, context: RequestContext) -> Any:
+        broker = self.broker
+        topic, group = header.topic or "", header.group or ""
+        self.log.info("[reset-offset] reset offset started by {p}. topic={t}, group={g}, timestamp={ts}, "
+                      "isForce={f}", p=context.peer, t=topic, g=group, ts=header.timestamp, f=header.is_force)
+        if broker.settings.broker.use_server_side_reset_offset:
+            return self._reset_offset_on_server(topic, group, header.queue_id, header.timestamp, header.offset)
+        return broker.broker2client.reset_offset(topic, group, header.timestamp, header.is_force)
+
+    def _reset_offset_on_server(self, topic: str, group: str, queue_id: int, timestamp: int,
+                                offset: int | None) -> Any:
+        """Java ``resetOffsetInner``: the new offsets are kept for the group's next pull (which
+        answers OFFSET_MOVED with them) and committed; a running consumer needs no push."""
+        broker = self.broker
+        store = broker.store
+        cfg = broker.topic_config_manager.select(topic)
+        if cfg is None:
+            raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist")
+        if not broker.subscription_group_manager.contains(group):
+            raise for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist")
+
+        def by_time(qid: int) -> int:
+            if timestamp < 0:
+                return store.get_max_offset_in_queue(topic, qid)
+            return store.get_offset_in_queue_by_time(topic, qid, timestamp, BoundaryType.LOWER)
+
+        targets: dict[int, int] = {}
+        if queue_id >= 0:
+            if offset is not None and offset != -1:
+                lo, hi = store.get_min_offset_in_queue(topic, queue_id), store.get_max_offset_in_queue(topic, queue_id)
+                if (lo >= 0 and offset < lo) or offset > hi + 1:
+                    raise for_code(ResponseCode.SYSTEM_ERROR,
+                                   f"Target offset {offset} not in consume queue range [{lo}-{hi}]")
+                targets[queue_id] = offset
+            else:
+                targets[queue_id] = by_time(queue_id)
+        else:
+            targets = {qid: by_time(qid) for qid in range(cfg.read_queue_nums)}
+        if not targets:
+            raise for_code(ResponseCode.SYSTEM_ERROR, "No queues to reset.")
+        offsets = broker.consumer_offset_manager
+        name = broker.settings.broker.broker_name
+        table = {}
+        for qid, target in targets.items():
+            if target >= 0:  # Java ignores (and logs) a negative target
+                offsets.assign_reset_offset(topic, group, qid, target)
+            table[MessageQueue(topic, name, qid)] = target
+        return Response(body=ResetOffsetBody(offset_table=table).encode())
+
+    @InvokeBrokerToGetConsumerStatus.responder
+    def get_consumer_status(self, header: Any, body: Any, context: RequestContext) -> Any:
+        self.log.info("[get-consumer-status] get consumer status by {p}. topic={t}, group={g}",
+                      p=context.peer, t=header.topic, g=header.group)
+        return self.broker.broker2client.get_consume_status(header.topic or "", header.group or "",
+                                                             header.client_addr)
+
+    @GetConsumerRunningInfo.responder
+    def get_consumer_running_info(self, header: Any, body: Any, context: RequestContext) -> Any:
+        request = context.request
+        assert request is not None
+        return self.broker.broker2client.call_consumer(request.code, request, header.consumer_group,
+                                                       header.client_id)
+
+    @ConsumeMessageDirectly.responder
+    def consume_message_directly(self, header: Any, body: Any, context: RequestContext) -> Any:
+        """Forwarded with the broker's name, the topic's and group's sys flags and the stored
+        message (found by the offset message id) as the body, as Java does."""
+        broker = self.broker
+        request = context.request
+        assert request is not None
+        fields = dict(request.ext_fields or {})
+        fields["brokerName"] = broker.settings.broker.broker_name
+        if header.topic:
+            cfg = broker.topic_config_manager.select(header.topic)
+            if cfg is not None:
+                fields["topicSysFlag"] = str(cfg.topic_sys_flag)
+        if header.consumer_group:
+            group_cfg = broker.subscription_group_manager.get(header.consumer_group)
+            if group_cfg is not None:
+                fields["groupSysFlag"] = str(group_cfg.group_sys_flag)
+        record = None
+        try:
+            record = broker.store.select_one_message_by_offset(
+                parse_offset_msg_id(header.msg_id or "").commit_log_offset)
+        except CodecError:
+            pass  # Java forwards the admin's own body when the id is not an offset message id
+        forward = dataclasses.replace(request, ext_fields=fields,
+                                      body=bytes(record) if record is not None else request.body)
+        return broker.broker2client.call_consumer(request.code, forward, header.consumer_group, header.client_id)
+
+    # ---- store maintenance -----------------------------------------------------------------------
+
+    @CleanExpiredConsumeQueue.responder
+    def clean_expired_consume_queue(self, header: Any, body: Any, context: RequestContext) -> Any:
+        self.log.info("AdminBrokerProcessor#cleanExpiredConsumeQueue: start.")
+        self.broker.store.clean_expired_consumer_queue()
+        self.log.info("AdminBrokerProcessor#cleanExpiredConsumeQueue: end.")
+        return Response()
+
+    @DeleteExpiredCommitLog.responder
+    def delete_expired_commit_log(self, header: Any, body: Any, context: RequestContext) -> Any:
+        self.log.warn("invoke deleteExpiredCommitLog start.")
+        self.broker.store.execute_delete_files_manually()
+        self.log.warn("invoke deleteExpiredCommitLog end.")
+        return Response()
 
     # ---- the broker itself -----------------------------------------------------------------------
 

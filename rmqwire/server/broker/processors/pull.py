@@ -203,6 +203,8 @@ class PullMessageProcessor(Processor):
         remark = result.status.name
         if code == ResponseCode.SUCCESS:
             broker.stats.on_get(topic, result.message_count)
+            broker.stats_manager.on_get(group, topic, queue_id, result.message_count,
+                                        result.buffer_total_size)
             metrics = broker.metrics
             if metrics.enabled:
                 metrics.on_get(topic, group, result.message_count, result.buffer_total_size)

@@ -453,6 +453,7 @@ class SendMessageProcessor(Processor):
         append = result.append_result
         assert append is not None
         self.broker.stats.on_put(msg.topic, append.msg_num, append.wrote_bytes)
+        self.broker.stats_manager.on_put(msg.topic, msg.queue_id, append.msg_num, append.wrote_bytes)
         metrics = self.broker.metrics
         if metrics.enabled:
             metrics.on_put(msg.topic, message_type(msg.properties), append.msg_num, append.wrote_bytes)

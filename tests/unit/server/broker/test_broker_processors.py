@@ -515,3 +515,177 @@ def test_held_pulls_are_bounded(h: Harness) -> None:
     held = [h.pull("TM", 0, suspend=True) for _ in range(3)]
     assert [d.called for d in held] == [False, False, True]
     assert result_of(held[2]).code == ResponseCode.PULL_NOT_FOUND
+
+
+# --------------------------------------------------------------------------- admin: stats, relays, resets
+
+
+class AnsweringChannel(FakeChannel):
+    """A client that answers the broker's two-way calls with ``reply(cmd)`` (a RemotingCommand
+    or an exception), and records them."""
+
+    def __init__(self, peer: str, reply: Any) -> None:
+        super().__init__(peer)
+        self.calls: list[RemotingCommand] = []
+        self.reply = reply
+
+    def invoke(self, cmd: RemotingCommand, timeout: float) -> Deferred[RemotingCommand]:
+        self.calls.append(cmd)
+        r = self.reply(cmd)
+        return defer.fail(r) if isinstance(r, Exception) else defer.succeed(r)
+
+
+def _consume_some(h: Harness, topic: str = "TH", n: int = 3) -> None:
+    for i in range(n):
+        assert h.send(topic, b"m%d" % i, queue_id=0).code == ResponseCode.SUCCESS
+    r = result_of(h.pull(topic, 0, group="cg"))
+    assert r.code == ResponseCode.SUCCESS
+    assert h.answer(UpdateConsumerOffset, consumer_group="cg", topic=topic, queue_id=0, commit_offset=n).code == 0
+
+
+def test_stats_consume_stats_and_who_consumes(h: Harness) -> None:
+    from rmqwire.codec.commands.admin import (
+        BrokerStatsData,
+        ConsumeStats,
+        ConsumeStatsList,
+        GetBrokerConsumeStats,
+        GetConsumeStats,
+        GroupList,
+        QueryTopicConsumeByWho,
+        QueryTopicsByConsumer,
+        ViewBrokerStatsData,
+    )
+    from rmqwire.codec.commands.topic import TopicList
+
+    h.create_topic("TH")
+    _heartbeat(h, "10.0.0.1@a", h.channel)
+    _consume_some(h)
+    h.broker.stats_manager.sample(0)
+    put = BrokerStatsData.decode(h.answer(ViewBrokerStatsData, stats_name="TOPIC_PUT_NUMS", stats_key="TH").body)
+    assert put.stats_minute.sum == 3 and put.stats_minute.tps == 0.3 and put.stats_day.sum == 0
+    got = BrokerStatsData.decode(h.answer(ViewBrokerStatsData, stats_name="GROUP_GET_NUMS", stats_key="TH@cg").body)
+    assert got.stats_minute.sum == 3
+    r = h.answer(ViewBrokerStatsData, stats_name="TOPIC_PUT_NUMS", stats_key="Nope")
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <TOPIC_PUT_NUMS> <Nope> not exist")
+
+    stats = ConsumeStats.decode(h.answer(GetConsumeStats, consumer_group="cg", topic="TH").body)
+    q0 = next(w for mq, w in stats.offset_table.items() if mq.queue_id == 0)
+    assert (q0.broker_offset, q0.consumer_offset, q0.pull_offset) == (3, 3, 3) and q0.last_timestamp > 0
+    assert stats.consume_tps == 0.3 and len(stats.offset_table) == 4
+    # a topic the (online) group does not subscribe is left out, as Java does
+    assert ConsumeStats.decode(h.answer(GetConsumeStats, consumer_group="cg", topic="TBW102").body).offset_table == {}
+    every = ConsumeStatsList.decode(h.answer(GetBrokerConsumeStats, is_order=False).body)
+    (cg,) = [e["cg"] for e in every.consume_stats_list if "cg" in e]
+    assert [len(s.offset_table) for s in cg] == [4] and every.total_diff == 0
+    assert every.broker_addr == "127.0.0.1:10911"
+    ordered = ConsumeStatsList.decode(h.answer(GetBrokerConsumeStats, is_order=True).body)
+    assert all(not v for e in ordered.consume_stats_list for v in e.values())
+
+    # Java's table of who consumes a topic records the topic's own name (see the responder)
+    who = GroupList.decode(h.answer(QueryTopicConsumeByWho, topic="TH").body)
+    assert sorted(who.group_list) == ["TH", "cg"]
+    topics = TopicList.decode(h.answer(QueryTopicsByConsumer, group="cg").body)
+    assert topics.topic_list == ["TH"] and topics.broker_addr == "127.0.0.1:10911"
+
+
+def test_running_info_and_consume_directly_are_relayed_to_the_client(h: Harness) -> None:
+    from rmqwire.codec.commands.consumer import (
+        ConsumeMessageDirectly,
+        GetConsumerRunningInfo,
+    )
+    from rmqwire.errors import RemotingTimeoutError
+
+    h.create_topic("TH")
+    client = AnsweringChannel("127.0.0.1:50020", lambda cmd: RemotingCommand(
+        code=ResponseCode.SUCCESS, body=b'{"answer":' + str(cmd.code).encode() + b"}", flag=1))
+    _heartbeat(h, "10.0.0.9@x", client)
+    r = h.answer(GetConsumerRunningInfo, consumer_group="cg", client_id="10.0.0.9@x", jstack_enable=True)
+    assert r.code == ResponseCode.SUCCESS and r.body == b'{"answer":307}' and r.opaque == 7
+    (fwd,) = client.calls
+    assert fwd.code == RequestCode.GET_CONSUMER_RUNNING_INFO and fwd.ext_fields["jstackEnable"] == "true"
+    assert not fwd.is_response
+
+    sent = h.send("TH", b"direct")
+    r = h.answer(ConsumeMessageDirectly, consumer_group="cg", client_id="10.0.0.9@x", msg_id=sent.ext_fields["msgId"],
+                 topic="TH", body=b"")
+    assert r.body == b'{"answer":309}'
+    fwd = client.calls[-1]
+    assert fwd.ext_fields["brokerName"] == "broker-t" and fwd.ext_fields["topicSysFlag"] == "0"
+    assert fwd.ext_fields["groupSysFlag"] == "0"
+    (m,) = decode_messages(fwd.body)  # the stored message travels to the client
+    assert m.body == b"direct"
+
+    r = h.answer(GetConsumerRunningInfo, consumer_group="cg", client_id="nobody")
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The Consumer <cg> <nobody> not online")
+    client.reply = lambda cmd: RemotingTimeoutError("no answer in time")
+    r = h.answer(GetConsumerRunningInfo, consumer_group="cg", client_id="10.0.0.9@x")
+    assert r.code == ResponseCode.CONSUME_MSG_TIMEOUT and r.remark.startswith("consumer <cg> <10.0.0.9@x> Timeout")
+    client.reply = lambda cmd: ConnectionError("gone")
+    r = h.answer(GetConsumerRunningInfo, consumer_group="cg", client_id="10.0.0.9@x")
+    assert r.code == ResponseCode.SYSTEM_ERROR and r.remark.startswith("invoke consumer <cg> <10.0.0.9@x> Exception")
+
+
+def test_consumer_status_asks_every_member(h: Harness) -> None:
+    from rmqwire.codec.commands.consumer import (
+        GetConsumerStatusBody,
+        InvokeBrokerToGetConsumerStatus,
+    )
+    from rmqwire.model import MessageQueue
+
+    h.create_topic("TH")
+    mq = MessageQueue("TH", "broker-t", 1)
+    client = AnsweringChannel("127.0.0.1:50021", lambda cmd: RemotingCommand(
+        code=ResponseCode.SUCCESS, flag=1, body=GetConsumerStatusBody(message_queue_table={mq: 5}).encode()))
+    _heartbeat(h, "10.0.0.9@x", client)
+    body = GetConsumerStatusBody.decode(h.answer(InvokeBrokerToGetConsumerStatus, topic="TH", group="cg").body)
+    assert body.consumer_table == {"10.0.0.9@x": {mq: 5}}
+    assert client.calls[0].code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT
+    r = h.answer(InvokeBrokerToGetConsumerStatus, topic="TH", group="nogroup")
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "No Any Consumer online in the consumer group: [nogroup]")
+
+
+def test_reset_offset_server_side_and_pushed_to_clients(h: Harness) -> None:
+    from rmqwire.codec.commands.consumer import ResetOffsetBodyForClient
+    from rmqwire.codec.commands.offset import InvokeBrokerToResetOffset, ResetOffsetBody
+
+    h.create_topic("TH")
+    _heartbeat(h, "10.0.0.1@a", h.channel)
+    _consume_some(h)
+    # server side (Java 5.x's default): offsets assigned and kept for the next pull
+    r = h.answer(InvokeBrokerToResetOffset, topic="TH", group="cg", timestamp=0, is_force=True)
+    table = ResetOffsetBody.decode(r.body).offset_table
+    assert sorted((mq.queue_id, o) for mq, o in table.items()) == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    assert h.broker.consumer_offset_manager.query_offset("cg", "TH", 0) == 0
+    moved = result_of(h.pull("TH", 3, group="cg"))
+    assert moved.code == ResponseCode.PULL_OFFSET_MOVED and moved.ext_fields["nextBeginOffset"] == "0"
+    r = h.answer(InvokeBrokerToResetOffset, topic="TH", group="cg", timestamp=0, is_force=True, queue_id=0,
+                 offset=9)
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "Target offset 9 not in consume queue range [0-3]")
+    r = h.answer(InvokeBrokerToResetOffset, topic="Nope", group="cg", timestamp=0, is_force=True)
+    assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "Topic Nope does not exist")
+
+    # client side: RESET_CONSUMER_CLIENT_OFFSET pushed (oneway) to each member
+    h.broker.settings.broker.use_server_side_reset_offset = False
+    h.answer(UpdateConsumerOffset, consumer_group="cg", topic="TH", queue_id=0, commit_offset=3)
+    h.channel.oneway.clear()
+    r = h.answer(InvokeBrokerToResetOffset, topic="TH", group="cg", timestamp=-1, is_force=False)
+    assert r.code == ResponseCode.SUCCESS
+    (push,) = h.channel.oneway
+    assert push.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET and push.ext_fields["group"] == "cg"
+    pushed = ResetOffsetBodyForClient.decode(push.body).offset_table
+    assert pushed == ResetOffsetBody.decode(r.body).offset_table
+    assert {mq.queue_id: o for mq, o in pushed.items()}[0] == 3  # not forced: never past the consumer
+    r = h.answer(InvokeBrokerToResetOffset, topic="TH", group="gone", timestamp=0, is_force=True)
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "THe consumer group <gone> not exist")
+
+
+def test_store_maintenance_codes(h: Harness) -> None:
+    from rmqwire.codec.commands.admin import (
+        CleanExpiredConsumeQueue,
+        DeleteExpiredCommitLog,
+    )
+
+    assert h.answer(CleanExpiredConsumeQueue).code == ResponseCode.SUCCESS
+    assert h.answer(DeleteExpiredCommitLog).code == ResponseCode.SUCCESS
+    info = fastjson.loads(h.answer(GetBrokerRuntimeInfo).body)["table"]
+    assert any(k.startswith("commitLogDiskRatio_") for k in info)

@@ -288,8 +288,9 @@ public final class Peer {
                             }
                             r = producer.send(m);
                         } else if (mode.equals("ordered")) {
+                            // --queue -1: message i goes to queue i % n (a fixed spread over the queues)
                             final int q = o.getInt("queue", 0);
-                            r = producer.send(m, (mqs, msg, arg) -> mqs.get(q % mqs.size()), i);
+                            r = producer.send(m, (mqs, msg, arg) -> mqs.get((q < 0 ? (Integer) arg : q) % mqs.size()), i);
                         } else if (mode.equals("transactional")) {
                             r = ((TransactionMQProducer) producer).sendMessageInTransaction(m, null);
                         } else {

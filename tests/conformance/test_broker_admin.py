@@ -1,0 +1,419 @@
+"""rmqwire's Broker answers mqadmin's admin and stats commands as the official 5.3.3 broker does.
+
+One scenario runs against two clusters side by side: the official NameServer + Broker (the
+session's reference cluster) and rmqwire's standalone NameServer + Broker (named ``broker-a``
+in ``DefaultCluster``, as the official one). On each: a topic of 4 queues, 6 messages from the
+Java producer, a Java push consumer that consumed them all and stays online. The official
+mqadmin then runs the same commands against both (in tools/reference/mqadmin.py's long-lived
+mqadmin JVMs), and both must print the same text once what changes from run to run is
+normalised: times, rates, addresses, client ids, pids. Mutating commands run the same way and
+their effects are read back (by mqadmin and by the Java consumer). Requests without an mqadmin
+command of their own are compared at the wire level. rmqwire's ``rmqadmin`` prints what mqadmin
+prints against our broker too.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmqwire.testing import RmqwireCluster, start_cluster
+from tools.peers.java_peer import JavaPeer
+from tools.peers.topics import create_topic
+from tools.reference.mqadmin import MqadminResult, run_mqadmin
+
+pytestmark = pytest.mark.conformance
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKER_NAME = "broker-a"
+MESSAGES = 6
+QUEUES = 4
+
+ADDR = re.compile(r"\b\d{1,3}(\.\d{1,3}){3}:\d+\b")
+CLIENT_ID = re.compile(r"\b\d{1,3}(\.\d{1,3}){3}@[\w#.@-]+")
+TIME = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}([,.]\d{3})?")
+COMPACT_TIME = re.compile(r"\b20\d{15}\b")
+MILLIS = re.compile(r"\b1\d{12}\b")
+FLOAT = re.compile(r"-?\d+\.\d+(E-?\d+)?")
+#: consumerStatus prints Java objects (Class@hash), lambdas (0x...), pid#nanos instance names,
+#: yyyyMMddHHmmss consume timestamps; queryMsgById -d the time the listener took.
+JAVA_NOISE = re.compile(r"@[0-9a-f]{5,8}\b|0x[0-9a-f]+|\b\d+#\d+\b|\b20\d{12}\b|spentTimeMills=\d+")
+STORE_PATH_KEY = re.compile(r"^(commitLogDiskRatio_)\S+?(\s*:)", re.M)
+
+
+JAVA_TRACE = re.compile(r"^\s+at [\w$.]+\(|command failed|The sub command \S+ not exist|^usage: |"
+                        r"\[MqadminBatch\]", re.M)
+
+
+def java_ok(result: MqadminResult) -> bool:
+    """mqadmin succeeded: no stack trace, no "command failed" (``ok`` also refuses any
+    "Exception", which consumerStatus prints in property names)."""
+    return not result.timed_out and not JAVA_TRACE.search(result.stdout + result.stderr)
+
+
+#: statsAll's 24-hour columns come from minute / hour / day windows that a run's timing moves
+#: across (a count leaves the minute window after 60 s and enters the hour one at the broker's
+#: next 10-minute sample): compare every other column.
+STATS_ALL_ROW = re.compile(r"^(\S+ \S+ \d+ <f> <f>) \d+ \d+$", re.M)
+
+
+def normalise(text: str) -> str:
+    """What differs between two runs of one scenario: times, addresses, client ids, rates; and
+    the column widths they change (each line becomes its list of tokens)."""
+    text = CLIENT_ID.sub("<client>", text)
+    text = STORE_PATH_KEY.sub(r"\1<path>\2", JAVA_NOISE.sub("<java>", text))
+    text = ADDR.sub("<addr>", text)
+    text = MILLIS.sub("<ms>", COMPACT_TIME.sub("<t>", TIME.sub("<time>", text)))
+    text = FLOAT.sub("<f>", text)
+    text = "\n".join(" ".join(line.split()) for line in text.splitlines())
+    return STATS_ALL_ROW.sub(r"\1 <n> <n>", text)
+
+
+# ---- the two clusters and the scenario ---------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One cluster after the scenario."""
+
+    name: str
+    namesrv_addr: str
+    broker_addr: str
+    cluster_name: str
+    version: str
+    peer: Any = None
+    consumer: Any = None
+    client_id: str = ""
+    sent: list[Any] = field(default_factory=list)
+
+    def mqadmin(self, *commands: list[str]) -> list[MqadminResult]:
+        return [run_mqadmin(self, *c) for c in commands]
+
+
+@dataclass
+class Twins:
+    official: Side
+    ours: Side
+    cluster: RmqwireCluster
+    topic: str
+    group: str
+
+    @property
+    def sides(self) -> tuple[Side, Side]:
+        return self.official, self.ours
+
+
+def _wait(probe: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.3)
+
+
+def _consumed_all(side: Side, topic: str, group: str, *, retry: bool = True) -> Callable[[], bool]:
+    from rmqwire.admin import Admin
+    from rmqwire.errors import RmqwireError
+
+    def probe() -> bool:
+        try:
+            with Admin(side.namesrv_addr, timeout=10) as admin:
+                stats = admin.examine_consume_stats(group)
+        except RmqwireError:
+            return False
+        rows = [w for mq, w in stats.offset_table.items() if mq.topic == topic]
+        # the retry queue's offset is committed once its first (long-polled) pull has answered
+        retried = [mq for mq in stats.offset_table if mq.topic == f"%RETRY%{group}"]
+        return len(rows) == QUEUES and all(w.consumer_offset == w.broker_offset for w in rows) \
+            and sum(w.broker_offset for w in rows) == MESSAGES and (len(retried) == 1 or not retry)
+
+    return probe
+
+
+def _client_id(side: Side, group: str) -> str:
+    from rmqwire.admin import Admin
+
+    with Admin(side.namesrv_addr, timeout=10) as admin:
+        conn = admin.examine_consumer_connection_info(group)
+    (c,) = conn.connection_set
+    return c.client_id
+
+
+@pytest.fixture(scope="module")
+def twins(reference_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twins]:
+    suffix = uuid.uuid4().hex[:8]
+    topic, group = f"AdmT_{suffix}", f"AdmG_{suffix}"
+    ours_cluster = start_cluster(tmp_path_factory.mktemp("admin-broker") / "store",
+                                 brokerName=BROKER_NAME, brokerIP1="127.0.0.1")
+    official = Side("official", reference_cluster.namesrv_addr, reference_cluster.broker_addr,
+                    reference_cluster.cluster_name, reference_cluster.version)
+    ours = Side("rmqwire", ours_cluster.namesrv_addr, ours_cluster.broker_addr,
+                ours_cluster.cluster_name, reference_cluster.version)
+    assert reference_cluster.broker_name == BROKER_NAME
+    try:
+        for side in (official, ours):
+            create_topic(side.broker_addr, topic, queues=QUEUES, namesrv_addr=side.namesrv_addr)
+            peer = side.peer = JavaPeer(side.namesrv_addr, version=side.version)
+            # message i to queue i % 4: the same spread on both brokers
+            side.sent = peer.produce(topic, MESSAGES, mode="ordered", tag="TagA", keys="k{i}",
+                                     props={"p": "v{i}"}, body="hello {i}",
+                                     extra=["--queue", "-1", "--send-timeout-ms", "30000"])
+            side.consumer = peer.start_consumer(topic, 1_000_000, group=group, timeout_ms=1_800_000)
+        for side in (official, ours):
+            side.consumer.wait_started(timeout=180)
+            side.consumer.wait_for(MESSAGES, timeout=120)
+            _wait(_consumed_all(side, topic, group), f"{side.name}: the consumer's committed offsets")
+            side.client_id = _client_id(side, group)
+        yield Twins(official, ours, ours_cluster, topic, group)
+    finally:
+        for side in (official, ours):
+            if side.consumer is not None:
+                side.consumer.stop()
+            if side.peer is not None:
+                side.peer.close()
+        ours_cluster.stop()
+
+
+# ---- read-only commands ------------------------------------------------------------------------
+
+#: (name, args builder), run in this order on each cluster.
+READ_ONLY: list[tuple[str, Callable[[Twins, Side], list[str]]]] = [
+    ("topicStatus", lambda t, s: ["topicStatus", "-t", t.topic]),
+    ("consumerProgress -g", lambda t, s: ["consumerProgress", "-g", t.group]),
+    ("consumerProgress -g -t", lambda t, s: ["consumerProgress", "-g", t.group, "-t", t.topic]),
+    ("consumerProgress -s", lambda t, s: ["consumerProgress", "-g", t.group, "-s", "true"]),
+    ("consumerConnection", lambda t, s: ["consumerConnection", "-g", t.group]),
+    ("consumerConnection -b", lambda t, s: ["consumerConnection", "-g", t.group, "-b", s.broker_addr]),
+    ("producerConnection", lambda t, s: ["producerConnection", "-g", "CLIENT_INNER_PRODUCER", "-t",
+                                         t.topic]),
+    ("brokerConsumeStats", lambda t, s: ["brokerConsumeStats", "-b", s.broker_addr]),
+    ("statsAll -t", lambda t, s: ["statsAll", "-t", t.topic]),
+    ("statsAll -a", lambda t, s: ["statsAll", "-t", t.topic, "-a"]),
+    ("consumerStatus -i", lambda t, s: ["consumerStatus", "-g", t.group, "-i", s.client_id]),
+    ("consumerStatus", lambda t, s: ["consumerStatus", "-g", t.group]),
+    ("getConsumerConfig", lambda t, s: ["getConsumerConfig", "-g", t.group]),
+    ("queryMsgById consume directly", lambda t, s: ["queryMsgById", "-t", t.topic, "-i",
+                                                    s.sent[0].offset_msg_id, "-g", t.group, "-d",
+                                                    s.client_id]),
+    ("cleanExpiredCQ", lambda t, s: ["cleanExpiredCQ", "-b", s.broker_addr]),
+    ("deleteExpiredCommitLog", lambda t, s: ["deleteExpiredCommitLog", "-b", s.broker_addr]),
+    ("brokerStatus", lambda t, s: ["brokerStatus", "-b", s.broker_addr]),
+]
+
+
+@pytest.fixture(scope="module")
+def read_only(twins: Twins) -> dict[str, tuple[MqadminResult, MqadminResult]]:
+    runs = [side.mqadmin(*[build(twins, side) for _, build in READ_ONLY]) for side in twins.sides]
+    return {name: (a, b) for (name, _), a, b in zip(READ_ONLY, *runs, strict=True)}
+
+
+@pytest.mark.parametrize("name", [n for n, _ in READ_ONLY if n != "brokerStatus"])
+def test_read_only_command_prints_the_same(read_only: dict[str, Any], name: str) -> None:
+    official, ours = read_only[name]
+    assert java_ok(official), official.stdout + official.stderr
+    assert java_ok(ours), ours.stdout + ours.stderr
+    assert normalise(ours.stdout) == normalise(official.stdout)
+
+
+#: brokerStatus values move (its keys are compared above); rmqadmin's queryMsgById cannot push a
+#: message to a client (-g/-d) yet.
+RMQADMIN = [n for n, _ in READ_ONLY if n not in ("brokerStatus", "queryMsgById consume directly")]
+
+
+def rmqadmin(namesrv: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """rmqwire's CLI as a user runs it (``python -m rmqwire admin``)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("NAMESRV_ADDR", None)
+    return subprocess.run([sys.executable, "-m", "rmqwire", "admin", *args, "-n", namesrv], capture_output=True,
+                          text=True, timeout=120, cwd=cwd, env=env)
+
+
+@pytest.mark.parametrize("name", RMQADMIN)
+def test_rmqadmin_prints_what_mqadmin_prints_against_our_broker(twins: Twins, read_only: dict[str, Any],
+                                                                 tmp_path: Path, name: str) -> None:
+    """issue 14's comparison of rmqadmin with mqadmin, against rmqwire's own broker."""
+    _, java = read_only[name]
+    assert java_ok(java), java.stdout + java.stderr
+    build = dict(READ_ONLY)[name]
+    ours = rmqadmin(twins.ours.namesrv_addr, *build(twins, twins.ours), cwd=tmp_path)
+    assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+    assert normalise(ours.stdout) == normalise(java.stdout)
+
+
+def _runtime(text: str) -> dict[str, str]:
+    table = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep:
+            table[key.strip()] = value.strip()
+    return table
+
+
+def test_broker_status_has_the_official_keys(read_only: dict[str, Any]) -> None:
+    official, ours = read_only["brokerStatus"]
+    assert java_ok(official) and java_ok(ours), ours.stdout + ours.stderr
+    a, b = _runtime(normalise(official.stdout)), _runtime(normalise(ours.stdout))
+    assert sorted(b) == sorted(a)
+    for key in ("brokerVersionDesc", "brokerVersion", "brokerActive", "commitLogMinOffset",
+                "putMessageFailedTimes", "timerReadBehind", "dispatchBehindBytes",
+                "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity"):
+        assert b[key] == a[key], key
+    # the official broker is shared with other modules: its day totals include their traffic
+    assert int(b["msgPutTotalTodayNow"]) == MESSAGES
+    assert int(b["msgGetTotalTodayNow"]) == MESSAGES
+
+
+# ---- requests without an mqadmin command of their own: the same answers on the wire ------------
+
+
+def test_wire_answers_equal_the_official_brokers(twins: Twins, read_only: Any) -> None:
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (the running consumer's own offsets, asked by the
+    broker; 5.3.3's mqadmin has no getConsumerStatus), QUERY_TOPICS_BY_CONSUMER,
+    QUERY_TOPIC_CONSUME_BY_WHO, GET_ALL_CONSUMER_OFFSET and GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+    for the scenario's group, VIEW_BROKER_STATS_DATA errors, and a relay to a client that is not
+    there."""
+    from rmqwire.codec.commands.admin import (
+        GetAllSubscriptionGroupConfig,
+        QueryTopicConsumeByWho,
+        QueryTopicsByConsumer,
+        ViewBrokerStatsData,
+    )
+    from rmqwire.codec.commands.consumer import (
+        GetConsumerRunningInfo,
+        GetConsumerStatusBody,
+        InvokeBrokerToGetConsumerStatus,
+    )
+    from rmqwire.codec.commands.offset import GetAllConsumerOffset
+    from rmqwire.errors import BrokerResponseError
+    from tools.reference import wire
+
+    def answers(side: Side) -> dict[str, Any]:
+        addr, t, g = side.broker_addr, twins.topic, twins.group
+        status = GetConsumerStatusBody.decode(
+            wire.call(addr, InvokeBrokerToGetConsumerStatus, topic=t, group=g, timeout=30).body)
+        by_id = wire.call(addr, InvokeBrokerToGetConsumerStatus, topic=t, group=g, client_addr=side.client_id,
+                          timeout=30)
+        offsets = wire.call(addr, GetAllConsumerOffset).body.offset_table
+        groups = wire.call(addr, GetAllSubscriptionGroupConfig).body.subscription_group_table
+        topics = wire.call(addr, QueryTopicsByConsumer, group=g).body
+        errors = []
+        for call in (lambda: wire.call(addr, ViewBrokerStatsData, stats_name="TOPIC_PUT_NUMS", stats_key="NoSuch"),
+                     lambda: wire.call(addr, GetConsumerRunningInfo, consumer_group=g, client_id="10.9.9.9@0")):
+            with pytest.raises(BrokerResponseError) as err:
+                call()
+            errors.append((err.value.code, err.value.remark))
+        return {
+            "status": {cid.replace(side.client_id, "<client>"): table for cid, table in status.consumer_table.items()},
+            "status by client": GetConsumerStatusBody.decode(by_id.body).consumer_table == status.consumer_table,
+            "who": sorted(wire.call(addr, QueryTopicConsumeByWho, topic=t).body.group_list),
+            "topics": (sorted(topics.topic_list), topics.broker_addr == addr),
+            "offsets": {k: v for k, v in offsets.items() if k.endswith(f"@{g}")},
+            "group": dataclasses.replace(groups[g], attributes={}),
+            "errors": errors,
+        }
+
+    official, ours = answers(twins.official), answers(twins.ours)
+    assert ours == official
+    assert list(ours["status"]) == ["<client>"] and ours["status"]["<client>"]  # something to compare
+    assert ours["who"] == sorted([twins.group, twins.topic])
+
+
+# ---- mutating commands -------------------------------------------------------------------------
+
+
+def test_sub_group_update_delete_and_reset_offset(twins: Twins, read_only: Any) -> None:
+    """updateSubGroup / deleteSubGroup print the same and change what getConsumerConfig shows;
+    resetOffsetByTime to 0 prints the same table, and each Java consumer gets all 6 messages
+    again from its broker."""
+    g2 = f"AdmSub_{uuid.uuid4().hex[:8]}"
+    commands = [
+        ["updateSubGroup", "-c", "{cluster}", "-g", g2, "-r", "5", "-q", "2"],
+        ["getConsumerConfig", "-g", g2],
+        ["updateSubGroup", "-b", "{broker}", "-g", g2, "-s", "false"],
+        ["getConsumerConfig", "-g", g2],
+        ["deleteSubGroup", "-c", "{cluster}", "-g", g2, "-r", "true"],
+        ["getConsumerConfig", "-g", g2],
+        ["resetOffsetByTime", "-g", twins.group, "-t", twins.topic, "-s", "0"],
+    ]
+    runs = []
+    for side in twins.sides:
+        args = [[a.replace("{cluster}", side.cluster_name).replace("{broker}", side.broker_addr)
+                 for a in c] for c in commands]
+        runs.append(side.mqadmin(*args))
+    for official, ours in zip(*runs, strict=True):
+        assert java_ok(official), official.stdout + official.stderr
+        assert java_ok(ours), ours.stdout + ours.stderr
+        assert normalise(ours.stdout) == normalise(official.stdout), official.args
+    shown = runs[1][1].stdout
+    assert re.search(r"retryMaxTimes\s+=\s+5\n", shown) and re.search(r"retryQueueNums\s+=\s+2\n", shown)
+    assert re.search(r"consumeEnable\s+=\s+false\n", runs[1][3].stdout)
+    assert runs[1][5].stdout.strip() == ""  # deleted
+    assert "#brokerName" in runs[1][6].stdout
+    assert g2 not in twins.cluster.standalone.broker.subscription_group_manager.table
+    for side in twins.sides:
+        def twice(side: Side = side) -> bool:  # every message delivered again after the reset
+            seen = collections.Counter(r.msg_id for r in side.consumer.records)
+            return all(seen[r.msg_id] >= 2 for r in side.sent)
+
+        _wait(twice, f"{side.name}: every message again after resetOffsetByTime")
+
+
+# ---- an rmqwire consumer honours the reset pushed by our broker ---------------------------------
+
+
+def test_rmqwire_consumer_follows_reset_pushed_by_our_broker(tmp_path: Path) -> None:
+    """With ``useServerSideResetOffset=false`` (4.x behaviour) our broker answers mqadmin's
+    resetOffsetByTime by pushing RESET_CONSUMER_CLIENT_OFFSET to the group's running consumers;
+    an rmqwire PushConsumer then moves back and receives every message again."""
+    import threading
+
+    from rmqwire import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
+
+    cluster = start_cluster(tmp_path / "store", brokerName=BROKER_NAME, brokerIP1="127.0.0.1",
+                            useServerSideResetOffset="false")
+    topic, group = f"AdmReset_{uuid.uuid4().hex[:8]}", f"AdmResetG_{uuid.uuid4().hex[:8]}"
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def on_messages(msgs: list[Any]) -> ConsumeResult:
+        with lock:
+            got.extend(m.msg_id for m in msgs)
+        return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(group, namesrv_addr=cluster.namesrv_addr,
+                            consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    try:
+        cluster.create_topic(topic, QUEUES)
+        with Producer(f"{group}_p", namesrv_addr=cluster.namesrv_addr) as producer:
+            sent = [producer.send(Message(topic, b"m%d" % i)).msg_id for i in range(MESSAGES)]
+        consumer.subscribe(topic, "*")
+        consumer.register_listener(on_messages)
+        consumer.start()
+        _wait(lambda: len(got) >= MESSAGES, "the first delivery")
+        _wait(_consumed_all(Side("rmqwire", cluster.namesrv_addr, cluster.broker_addr,
+                                 cluster.cluster_name, ""), topic, group, retry=False),
+              "the committed offsets")
+        reset = run_mqadmin(cluster.namesrv_addr, "resetOffsetByTime", "-g", group, "-t", topic, "-s", "0")
+        assert java_ok(reset), reset.stdout + reset.stderr
+        rows = [line.split() for line in reset.stdout.splitlines() if line.startswith(BROKER_NAME)]
+        assert sorted((int(q), int(o)) for _, q, o in rows) == [(q, 0) for q in range(QUEUES)]
+        _wait(lambda: len(got) >= 2 * MESSAGES, "the messages again after the reset")
+        assert sorted(got[MESSAGES:]) == sorted(sent)
+    finally:
+        consumer.shutdown()
+        cluster.stop()
