@@ -137,6 +137,7 @@ class Admin:
     examine_producer_connection_info = delegate("examine_producer_connection_info")
     query_topic_consume_by_who = delegate("query_topic_consume_by_who")
     get_consumer_running_info = delegate("get_consumer_running_info")
+    consume_message_directly = delegate("consume_message_directly")
     clone_group_offset = delegate("clone_group_offset")
     # offsets
     reset_offset_by_timestamp = delegate("reset_offset_by_timestamp")

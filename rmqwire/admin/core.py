@@ -61,7 +61,12 @@ from rmqwire.codec.commands.admin import (
     UpdateBrokerConfig,
     ViewBrokerStatsData,
 )
-from rmqwire.codec.commands.consumer import ConsumerRunningInfo, GetConsumerRunningInfo
+from rmqwire.codec.commands.consumer import (
+    ConsumeMessageDirectly,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    GetConsumerRunningInfo,
+)
 from rmqwire.codec.commands.heartbeat import build_subscription_data
 from rmqwire.codec.commands.namesrv import (
     AddWritePermOfBroker,
@@ -658,6 +663,20 @@ class AdminCore(Service):
                                     client_id=client_id, jstack_enable=jstack)
                 return r.body
         return None
+
+    @deferred
+    async def consume_message_directly(self, group: str, client_id: str, topic: str, msg_id: str,
+                                       cluster: str | None = None) -> ConsumeMessageDirectlyResult:
+        """Java ``consumeMessageDirectly``: the message's broker hands it to the consumer
+        ``client_id`` of ``group`` (CONSUME_MESSAGE_DIRECTLY), which reports how its listener did."""
+        msg = await self.view_message(topic, msg_id, cluster)
+        if PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX in msg.properties:
+            msg_id = msg.offset_msg_id
+        host, port = msg.store_host
+        addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        r = await self.call(addr, ConsumeMessageDirectly, consumer_group=group, client_id=client_id,
+                            msg_id=msg_id, topic=topic)
+        return ConsumeMessageDirectlyResult.decode(r.body or b"{}")
 
     @deferred
     async def clone_group_offset(self, src_group: str, dest_group: str, topic: str,

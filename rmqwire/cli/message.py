@@ -142,8 +142,13 @@ def print_message(env: Env, msg: MessageExt | None, body_charset: str | None,
 def query_msg_by_id(env: Env, topic: str, msg_id: str, group: str | None, client_id: str | None,
                     send: str | None, unit: str | None, body_format: str | None,
                     cluster: str | None) -> None:
-    if (group and client_id) or send is not None:
-        raise CommandFailed("pushing (-g/-d) and resending (-s) a message are not supported")
+    if group and client_id:
+        for one in msg_id.split(","):
+            if one.strip():
+                push_msg(env, cluster or None, group.strip(), client_id.strip(), topic, one.strip())
+        return
+    if send is not None:
+        raise CommandFailed("resending (-s) a message is not supported")
     body_charset = charset(body_format) if body_format is not None else None
     docs: list[dict[str, Any]] = []
     for one in msg_id.split(","):
@@ -152,6 +157,22 @@ def query_msg_by_id(env: Env, topic: str, msg_id: str, group: str | None, client
             print_message(env, msg, body_charset, docs)
     if env.json:
         emit_json({"messages": docs})
+
+
+def push_msg(env: Env, cluster: str | None, group: str, client_id: str, topic: str, msg_id: str) -> None:
+    """Java ``pushMsg``: only a push consumer is asked to consume the message."""
+    info = env.admin.get_consumer_running_info(group, client_id)
+    if info is not None and (info.properties or {}).get("PROP_CONSUME_TYPE") == "CONSUME_PASSIVELY":
+        r = env.admin.consume_message_directly(group, client_id, topic, msg_id, cluster)
+        if env.json:
+            emit_json({"order": r.order, "autoCommit": r.auto_commit, "consumeResult": r.consume_result,
+                       "remark": r.remark, "spentTimeMills": r.spent_time_mills})
+            return
+        out(printf("ConsumeMessageDirectlyResult [order=%s, autoCommit=%s, consumeResult=%s, remark=%s, "
+                   "spentTimeMills=%s]", jstr(r.order), jstr(r.auto_commit), jstr(r.consume_result),
+                   jstr(r.remark), jstr(r.spent_time_mills)))
+    else:
+        out(printf("this %s client is not push consumer ,not support direct push %n", client_id))
 
 
 @command("queryMsgByKey", "Query Message by Key.")
