@@ -372,17 +372,20 @@ def test_sub_group_update_delete_and_reset_offset(twins: Twins, read_only: Any) 
 # ---- an rmqwire consumer honours the reset pushed by our broker ---------------------------------
 
 
-def test_rmqwire_consumer_follows_reset_pushed_by_our_broker(tmp_path: Path) -> None:
+def test_consumers_follow_reset_pushed_by_our_broker(tmp_path: Path) -> None:
     """With ``useServerSideResetOffset=false`` (4.x behaviour) our broker answers mqadmin's
-    resetOffsetByTime by pushing RESET_CONSUMER_CLIENT_OFFSET to the group's running consumers;
-    an rmqwire PushConsumer then moves back and receives every message again."""
+    resetOffsetByTime by pushing RESET_CONSUMER_CLIENT_OFFSET to the group's running consumers:
+    an rmqwire PushConsumer and the official Java one (each in its own group) move back and
+    receive every message again."""
     import threading
 
     from rmqwire import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
 
     cluster = start_cluster(tmp_path / "store", brokerName=BROKER_NAME, brokerIP1="127.0.0.1",
                             useServerSideResetOffset="false")
-    topic, group = f"AdmReset_{uuid.uuid4().hex[:8]}", f"AdmResetG_{uuid.uuid4().hex[:8]}"
+    suffix = uuid.uuid4().hex[:8]
+    topic, group, java_group = f"AdmReset_{suffix}", f"AdmResetG_{suffix}", f"AdmResetJ_{suffix}"
+    side = Side("rmqwire", cluster.namesrv_addr, cluster.broker_addr, cluster.cluster_name, "")
     got: list[str] = []
     lock = threading.Lock()
 
@@ -393,6 +396,8 @@ def test_rmqwire_consumer_follows_reset_pushed_by_our_broker(tmp_path: Path) -> 
 
     consumer = PushConsumer(group, namesrv_addr=cluster.namesrv_addr,
                             consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    peer = JavaPeer(cluster.namesrv_addr)
+    java = None
     try:
         cluster.create_topic(topic, QUEUES)
         with Producer(f"{group}_p", namesrv_addr=cluster.namesrv_addr) as producer:
@@ -400,16 +405,27 @@ def test_rmqwire_consumer_follows_reset_pushed_by_our_broker(tmp_path: Path) -> 
         consumer.subscribe(topic, "*")
         consumer.register_listener(on_messages)
         consumer.start()
+        java = peer.start_consumer(topic, 1_000_000, group=java_group, timeout_ms=600_000)
+        java.wait_started(timeout=180)
         _wait(lambda: len(got) >= MESSAGES, "the first delivery")
-        _wait(_consumed_all(Side("rmqwire", cluster.namesrv_addr, cluster.broker_addr,
-                                 cluster.cluster_name, ""), topic, group, retry=False),
-              "the committed offsets")
-        reset = run_mqadmin(cluster.namesrv_addr, "resetOffsetByTime", "-g", group, "-t", topic, "-s", "0")
-        assert java_ok(reset), reset.stdout + reset.stderr
-        rows = [line.split() for line in reset.stdout.splitlines() if line.startswith(BROKER_NAME)]
-        assert sorted((int(q), int(o)) for _, q, o in rows) == [(q, 0) for q in range(QUEUES)]
-        _wait(lambda: len(got) >= 2 * MESSAGES, "the messages again after the reset")
+        java.wait_for(MESSAGES, timeout=120)
+        for g in (group, java_group):
+            _wait(_consumed_all(side, topic, g, retry=False), f"{g}: the committed offsets")
+            reset = run_mqadmin(cluster.namesrv_addr, "resetOffsetByTime", "-g", g, "-t", topic, "-s", "0")
+            assert java_ok(reset), reset.stdout + reset.stderr
+            rows = [line.split() for line in reset.stdout.splitlines() if line.startswith(BROKER_NAME)]
+            assert sorted((int(q), int(o)) for _, q, o in rows) == [(q, 0) for q in range(QUEUES)]
+        _wait(lambda: len(got) >= 2 * MESSAGES, "rmqwire: the messages again after the reset")
         assert sorted(got[MESSAGES:]) == sorted(sent)
+
+        def java_twice() -> bool:
+            seen = collections.Counter(r.msg_id for r in java.records)
+            return all(seen[m] >= 2 for m in sent)
+
+        _wait(java_twice, "Java: the messages again after the reset")
     finally:
+        if java is not None:
+            java.stop()
+        peer.close()
         consumer.shutdown()
         cluster.stop()
