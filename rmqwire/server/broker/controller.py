@@ -48,6 +48,7 @@ from rmqwire.server.broker.processors.client_manage import ClientManageProcessor
 from rmqwire.server.broker.processors.consumer_manage import ConsumerManageProcessor
 from rmqwire.server.broker.processors.end_transaction import EndTransactionProcessor
 from rmqwire.server.broker.processors.pull import PullMessageProcessor
+from rmqwire.server.broker.processors.query import QueryMessageProcessor
 from rmqwire.server.broker.processors.reply import ReplyMessageProcessor
 from rmqwire.server.broker.processors.send import SendMessageProcessor
 from rmqwire.server.broker.rebalance_lock import RebalanceLockManager
@@ -187,9 +188,10 @@ class Broker(Service):
             TransactionCheckListener(self, self.transactional_message_service))
         self.end_transaction_processor = EndTransactionProcessor(self)
         self.reply_processor = ReplyMessageProcessor(self)
+        self.query_processor = QueryMessageProcessor(self)
         processors = (self.admin_processor, self.send_processor, self.pull_processor,
                       self.consumer_manage_processor, self.client_manage_processor,
-                      self.end_transaction_processor, self.reply_processor)
+                      self.end_transaction_processor, self.reply_processor, self.query_processor)
         idle = self.settings.server.server_channel_max_idle_time_seconds
         base = remoting_config if remoting_config is not None else JAVA_SERVER_CONFIG
         self.tls = TlsSystemConfig.from_properties(self.settings.file_properties)

@@ -78,6 +78,18 @@ class MessageStoreConfig:
     max_filter_message_size: int = _java(16000, "maxFilterMessageSize")
     travel_cq_file_num_when_get_message: int = _java(1, "travelCqFileNumWhenGetMessage")
 
+    # -- index (index/ files and QUERY_MESSAGE)
+    message_index_enable: bool = _java(True, "messageIndexEnable")
+    max_hash_slot_num: int = _java(5_000_000, "maxHashSlotNum")
+    max_index_num: int = _java(5_000_000 * 4, "maxIndexNum")
+    #: The most offsets one index query returns, whatever the request asks.
+    max_msgs_num_batch: int = _java(64, "maxMsgsNumBatch")
+    #: Abnormal recovery also re-dispatches back to the checkpoint's index time (else index
+    #: files written after it are dropped and older messages lose their entries, as Java).
+    message_index_safe: bool = _java(False, "messageIndexSafe")
+    #: maxNum of a QUERY_MESSAGE by unique key (the request's own maxNum is ignored then).
+    default_query_max_num: int = _java(32, "defaultQueryMaxNum")
+
     #: Java reads this from BrokerConfig; it gates the message-arrival listener (long polling).
     long_polling_enable: bool = _java(True, "longPollingEnable")
 
@@ -96,6 +108,10 @@ class MessageStoreConfig:
     @property
     def consume_queue_dir(self) -> Path:
         return self.root_dir / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root_dir / "index"
 
     @property
     def checkpoint_path(self) -> Path:
@@ -155,6 +171,11 @@ class MessageStoreConfig:
         if size < CQ_STORE_UNIT_SIZE or size % CQ_STORE_UNIT_SIZE:
             raise ValueError(f"mappedFileSizeConsumeQueue must be a positive multiple of {CQ_STORE_UNIT_SIZE}")
         parse_delay_levels(self.message_delay_level)
+        if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
+            raise ValueError("maxHashSlotNum must be positive and maxIndexNum above 1")
+        if 40 + self.max_hash_slot_num * 4 + self.max_index_num * 20 > 2**31 - 1:
+            # Java maps an index file with an int size
+            raise ValueError("maxHashSlotNum and maxIndexNum make an index file over 2 GiB")
 
 
 def _convert(f: dataclasses.Field[Any], raw: str) -> Any:

@@ -69,6 +69,7 @@ from rmqwire.server.store.flush import (
     GroupCommitService,
     ServiceThread,
 )
+from rmqwire.server.store.index_service import IndexService
 from rmqwire.server.store.mapped_file import StoreLoadError
 from rmqwire.server.store.recovery import (
     RecoveryReport,
@@ -82,6 +83,7 @@ from rmqwire.server.store.results import (
     GetMessageStatus,
     PutMessageResult,
     PutMessageStatus,
+    QueryMessageResult,
 )
 from rmqwire.server.store.retention import (
     CleanCommitLogService,
@@ -210,6 +212,7 @@ class DefaultMessageStore:
         self.running_flags = RunningFlags()
         self.stats = StoreStats(now_ms)
         self.checkpoint: StoreCheckpoint | None = None
+        self.index_service = IndexService(config, now_ms=now_ms, sync=sync)
         self.recovery_report: RecoveryReport | None = None
         self.clean_commit_log_service = CleanCommitLogService(
             config,
@@ -230,7 +233,7 @@ class DefaultMessageStore:
         self._reput_offset = 0
         self._last_dispatched_store_ts = 0
         self._last_clean_min_offset = 0
-        self._dispatchers: list[Dispatcher] = [self._build_consume_queue]
+        self._dispatchers: list[Dispatcher] = [self._build_consume_queue, self._build_index]
         self._arrival_listeners: list[ArrivalListener] = []
         self._put_hooks: list[PutMessageHook] = []
 
@@ -256,6 +259,7 @@ class DefaultMessageStore:
             self.commit_log.load()
             self._load_consume_queues()
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+            self.index_service.load(not abnormal, self.checkpoint)
             queues = list(self._all_consume_queues())
             max_phy_cq = recover_consume_queues(queues)
             report = recover_commit_log(
@@ -268,6 +272,7 @@ class DefaultMessageStore:
                 destroy_consume_queues=self._destroy_consume_queues,
                 check_crc=cfg.check_crc_on_recover,
                 delay_levels=self.delay_levels,
+                message_index_safe=cfg.message_index_enable and cfg.message_index_safe,
             )
             self._recover_topic_queue_table()
             self._reput_offset = self.commit_log.max_offset
@@ -321,6 +326,7 @@ class DefaultMessageStore:
         self.commit_log.mapped_file_queue.flush_all()
         self._drain_dispatch(self.commit_log.max_offset)
         self.flush_consume_queues(0)
+        self.index_service.shutdown()
         if self.checkpoint is not None:
             ts = self.commit_log.mapped_file_queue.store_timestamp
             if ts > 0:
@@ -349,6 +355,7 @@ class DefaultMessageStore:
                 service._thread.join(10)
         self._scheduler = self._group_commit = self._flush_real_time = self._flush_watcher = None
         self._pending.clear()
+        self.index_service.close()
         if self.checkpoint is not None:
             self.checkpoint.close(flush=False)
             self.checkpoint = None
@@ -392,6 +399,7 @@ class DefaultMessageStore:
             os.close(fd)
 
     def _close_files(self) -> None:
+        self.index_service.close()
         self.commit_log.close()
         for cq in self._all_consume_queues():
             cq.close()
@@ -516,6 +524,10 @@ class DefaultMessageStore:
                 return
         log.error("consume queue %s-%d cannot be written: store marked logics-queue error", req.topic, req.queue_id)
         self.running_flags.make_logics_queue_error()
+
+    def _build_index(self, req: DispatchRequest) -> None:
+        if self.config.message_index_enable:
+            self.index_service.build_index(req)
 
     def _run_dispatchers(self, req: DispatchRequest) -> None:
         for d in self._dispatchers:
@@ -1011,6 +1023,29 @@ class DefaultMessageStore:
         except MessageDecodeError:
             return None
 
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """Records indexed under ``topic#key`` stored in [begin, end] ms, oldest first (Java
+        ``queryMessage``). When none of the offsets found is readable any more, asks again
+        (up to 3 times) for older ones, before the first offset's store time."""
+        result = QueryMessageResult()
+        last_query_time = end
+        for _ in range(3):
+            found = self.index_service.query_offset(topic, key, max_num, begin, last_query_time)
+            if not found.phy_offsets:
+                break
+            result.index_last_update_timestamp = found.index_last_update_timestamp
+            result.index_last_update_phyoffset = found.index_last_update_phyoffset
+            for i, offset in enumerate(sorted(found.phy_offsets)):
+                record = self.select_one_message_by_offset(offset)
+                if record is None:
+                    continue
+                if i == 0:
+                    last_query_time = self.commit_log.pickup_store_timestamp(offset, len(record))
+                result.message_buffers.append(record)
+            if result.message_buffers or last_query_time < begin:
+                break
+        return result
+
     @property
     def min_phy_offset(self) -> int:
         return self.commit_log.min_offset
@@ -1058,6 +1093,7 @@ class DefaultMessageStore:
             self._last_clean_min_offset = min_offset
             for cq in self._all_consume_queues():
                 cq.delete_expired_file(min_offset)
+            self.index_service.delete_expired_file(min_offset)
 
     def clean_expired_consumer_queue(self) -> None:
         """CLEAN_EXPIRED_CONSUMEQUEUE (Java ``cleanExpiredConsumerQueue``): drop every consume

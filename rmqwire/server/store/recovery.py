@@ -63,14 +63,15 @@ def recover_consume_queues(queues: list[ConsumeQueue]) -> int:
     return furthest
 
 
-def _matched_for_abnormal_start(f: MappedFile, checkpoint: StoreCheckpoint) -> bool:
+def _matched_for_abnormal_start(f: MappedFile, checkpoint: StoreCheckpoint, index_safe: bool) -> bool:
     head = f.mm[:80]
     (magic,) = _I32.unpack_from(head, 4)
     if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
         return False
     (sys_flag,) = _I32.unpack_from(head, 36)
     (store_ts,) = _I64.unpack_from(head, store_timestamp_position(sys_flag))
-    return store_ts != 0 and store_ts <= checkpoint.min_timestamp
+    limit = checkpoint.min_timestamp_index if index_safe else checkpoint.min_timestamp
+    return store_ts != 0 and store_ts <= limit
 
 
 def recover_commit_log(
@@ -84,6 +85,7 @@ def recover_commit_log(
     destroy_consume_queues: Callable[[], None],
     check_crc: bool,
     delay_levels: Mapping[int, int],
+    message_index_safe: bool = False,
 ) -> RecoveryReport:
     mfq = commit_log.mapped_file_queue
     files = mfq.files
@@ -96,7 +98,7 @@ def recover_commit_log(
 
     if abnormal:
         index = len(files) - 1
-        while index >= 0 and not _matched_for_abnormal_start(files[index], checkpoint):
+        while index >= 0 and not _matched_for_abnormal_start(files[index], checkpoint, message_index_safe):
             index -= 1
         index = max(index, 0)
     else:

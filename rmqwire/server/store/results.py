@@ -12,6 +12,7 @@ import enum
 from rmqwire.codec.ids import create_offset_msg_id
 
 __all__ = [
+    "QueryMessageResult",
     "AppendMessageResult",
     "AppendMessageStatus",
     "DispatchRequest",
@@ -138,6 +139,24 @@ class GetMessageResult:
     @property
     def body(self) -> bytes:
         """The records back to back: a PULL_MESSAGE response body."""
+        return b"".join(self.message_buffers)
+
+
+@dataclasses.dataclass(slots=True)
+class QueryMessageResult:
+    """What an index query finds (QUERY_MESSAGE): raw stored records by commit-log offset, and
+    how far the index reaches."""
+
+    message_buffers: list[bytes] = dataclasses.field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(b) for b in self.message_buffers)
+
+    @property
+    def body(self) -> bytes:
         return b"".join(self.message_buffers)
 
 

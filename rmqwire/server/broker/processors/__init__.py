@@ -4,6 +4,7 @@ from rmqwire.server.broker.processors.admin import AdminBrokerProcessor
 from rmqwire.server.broker.processors.client_manage import ClientManageProcessor
 from rmqwire.server.broker.processors.consumer_manage import ConsumerManageProcessor
 from rmqwire.server.broker.processors.pull import PullMessageProcessor
+from rmqwire.server.broker.processors.query import QueryMessageProcessor
 from rmqwire.server.broker.processors.send import SendMessageProcessor
 
 __all__ = [
@@ -11,5 +12,6 @@ __all__ = [
     "ClientManageProcessor",
     "ConsumerManageProcessor",
     "PullMessageProcessor",
+    "QueryMessageProcessor",
     "SendMessageProcessor",
 ]

@@ -1,5 +1,4 @@
-"""The broker's administrative codes (Java ``AdminBrokerProcessor``, the default processor) and
-VIEW_MESSAGE_BY_ID (``QueryMessageProcessor``).
+"""The broker's administrative codes (Java ``AdminBrokerProcessor``, the default processor).
 
 Topics and groups: UPDATE_AND_CREATE_TOPIC (re-registered with the NameServers before the answer
 goes out, as Java's synchronous registration does), DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG,
@@ -88,7 +87,6 @@ from rmqwire.codec.commands.offset import (
     SearchOffsetByTimestamp,
     SearchOffsetResponseHeader,
 )
-from rmqwire.codec.commands.query import ViewMessageById, ViewMessageRequestHeader
 from rmqwire.codec.commands.topic import (
     CreateTopicRequestHeader,
     DeleteTopicInBroker,
@@ -582,16 +580,6 @@ class AdminBrokerProcessor(Processor):
         if not conns:
             raise for_code(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return ProducerConnection(connection_set=[_connection(c) for c in conns]).encode()
-
-    # ---- messages --------------------------------------------------------------------------------
-
-    @ViewMessageById.responder
-    def view_message_by_id(self, header: ViewMessageRequestHeader, body: Any, context: RequestContext) -> Any:
-        offset = header.offset
-        record = self.broker.store.select_one_message_by_offset(offset) if offset is not None and offset >= 0 else None
-        if record is None:
-            raise for_code(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-        return Response(body=record)
 
 
 def _connection(info: Any) -> Connection:

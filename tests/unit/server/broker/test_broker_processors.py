@@ -48,7 +48,7 @@ from rmqwire.codec.commands.offset import (
     UpdateConsumerOffset,
 )
 from rmqwire.codec.commands.pull import PullMessage, PullSysFlag
-from rmqwire.codec.commands.query import ViewMessageById
+from rmqwire.codec.commands.query import QueryMessage, ViewMessageById
 from rmqwire.codec.commands.send import (
     SendBatchMessage,
     SendMessageRequestHeader,
@@ -175,7 +175,7 @@ def h(tmp_path: Path) -> Iterator[Harness]:
     broker.pull_hold_service.start()
     dispatcher = Dispatcher.for_config(
         JAVA_SERVER_CONFIG, broker.admin_processor, broker.send_processor, broker.pull_processor,
-        broker.consumer_manage_processor, broker.client_manage_processor)
+        broker.consumer_manage_processor, broker.client_manage_processor, broker.query_processor)
     try:
         yield Harness(broker, clock, dispatcher, FakeChannel())
     finally:
@@ -689,3 +689,52 @@ def test_store_maintenance_codes(h: Harness) -> None:
     assert h.answer(DeleteExpiredCommitLog).code == ResponseCode.SUCCESS
     info = fastjson.loads(h.answer(GetBrokerRuntimeInfo).body)["table"]
     assert any(k.startswith("commitLogDiskRatio_") for k in info)
+
+
+# --------------------------------------------------------------------------- QUERY_MESSAGE
+
+
+def _query(h: Harness, key: str, max_num: int = 32, *, unique: bool = False, topic: str = "TQ") -> RemotingCommand:
+    req = QueryMessage.request(language=LanguageCode.JAVA, topic=topic, key=key, max_num=max_num,
+                               begin_timestamp=0, end_timestamp=2**62)
+    if unique:
+        req = dataclasses.replace(req, ext_fields={**(req.ext_fields or {}), "_UNIQUE_KEY_QUERY": "true"})
+    return result_of(h.raw(req))
+
+
+def test_query_message_by_key_and_unique_key(h: Harness) -> None:
+    h.create_topic("TQ")
+    sent = [h.send("TQ", b"q%d" % i, props={"KEYS": f"k{i} shared"}) for i in range(40)]
+    r = _query(h, "k3")
+    assert r.code == ResponseCode.SUCCESS
+    (m,) = decode_messages(r.body)
+    assert m.body == b"q3" and m.msg_id == sent[3].ext_fields["transactionId"]
+    last = parse_offset_msg_id(sent[-1].ext_fields["msgId"]).commit_log_offset
+    assert r.ext_fields["indexLastUpdatePhyoffset"] == str(last)
+    assert int(r.ext_fields["indexLastUpdateTimestamp"]) > 0
+    # by unique key: the request's maxNum is replaced by defaultQueryMaxNum (32)
+    r = _query(h, sent[5].ext_fields["transactionId"], max_num=1, unique=True)
+    assert [m.body for m in decode_messages(r.body)] == [b"q5"]
+    assert len(decode_messages(_query(h, "shared", max_num=3).body)) == 3
+    assert len(decode_messages(_query(h, "shared", max_num=1000).body)) == 40  # under maxMsgsNumBatch
+    h.broker.store.config.max_msgs_num_batch = 10
+    assert [m.body for m in decode_messages(_query(h, "shared", max_num=1000).body)] == \
+        [b"q%d" % i for i in range(30, 40)]  # the newest, oldest first
+    r = _query(h, "shared", max_num=5, unique=True)
+    assert len(decode_messages(r.body)) == 10  # 32, capped by maxMsgsNumBatch
+
+
+def test_query_message_not_found(h: Harness) -> None:
+    h.create_topic("TQ")
+    h.send("TQ", props={"KEYS": "present"})
+    r = _query(h, "absent")
+    assert r.code == ResponseCode.QUERY_NOT_FOUND
+    assert r.remark == "can not find message, maybe time range not correct"
+    assert r.ext_fields["indexLastUpdatePhyoffset"] == "0" and not r.body
+    assert _query(h, "present", topic="OtherTopic").code == ResponseCode.QUERY_NOT_FOUND
+
+
+def test_view_message_by_id_unknown_offset(h: Harness) -> None:
+    r = h.answer(ViewMessageById, offset=123_456)
+    assert r.code == ResponseCode.SYSTEM_ERROR
+    assert r.remark == "can not find message by the offset, 123456"

@@ -13,11 +13,14 @@ BORN_HOST = ("10.0.0.7", 50123)
 
 
 def small_config(root: Path, **overrides: Any) -> MessageStoreConfig:
-    """A store config with 64 KiB commit-log files and 50-entry consume-queue files."""
+    """A store config with 64 KiB commit-log files, 50-entry consume-queue files and index
+    files of 100 slots and 400 entries."""
     values: dict[str, Any] = {
         "store_path_root_dir": str(root),
         "mapped_file_size_commit_log": 64 * 1024,
         "mapped_file_size_consume_queue": 50 * 20,
+        "max_hash_slot_num": 100,
+        "max_index_num": 400,
     }
     values.update(overrides)
     return MessageStoreConfig(**values)

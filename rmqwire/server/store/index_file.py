@@ -1,0 +1,201 @@
+"""One index file (Java ``IndexFile`` + ``IndexHeader``): a hash table from message keys to
+commit-log offsets, memory-mapped like the other store files.
+
+| region | layout (big-endian) |
+|---|---|
+| header, 40 bytes | beginTimestamp i64, endTimestamp i64, beginPhyOffset i64, endPhyOffset i64, hashSlotCount i32, indexCount i32 |
+| slots | ``hashSlotNum`` x i32: number of the newest entry of that slot, 0 = empty |
+| entries | ``indexNum`` x 20 bytes: keyHash i32, phyOffset i64, timeDiff i32 (seconds after beginTimestamp), prevIndex i32 |
+
+Entry 0 is never used (``indexCount`` starts at 1), so 0 ends a chain. The header is written into
+the mapping after every put, as Java's setters do, so a reader of the file always sees it current.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from rmqwire.codec.java import java_string_hash
+from rmqwire.server.store.mapped_file import MappedFile
+
+__all__ = ["INDEX_HEADER_SIZE", "IndexFile", "index_key_hash"]
+
+INDEX_HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_SIZE = 20
+_INT_MAX = 2**31 - 1
+
+_HEADER = struct.Struct(">qqqqii")
+_I32 = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+
+
+def index_key_hash(key: str) -> int:
+    """``abs(key.hashCode())``, 0 for Integer.MIN_VALUE (whose abs overflows)."""
+    if key.isascii():  # the common case, without the UTF-16 round trip
+        h = 0
+        for c in key.encode("ascii"):
+            h = (31 * h + c) & 0xFFFFFFFF
+        h = h - 0x100000000 if h & 0x80000000 else h
+    else:
+        h = java_string_hash(key)
+    return 0 if h == -(2**31) else abs(h)
+
+
+def file_size_of(hash_slot_num: int, index_num: int) -> int:
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+
+
+class IndexFile:
+    """``index/<yyyyMMddHHmmssSSS>``. A new file continues from the previous one's end
+    (``end_phy_offset``/``end_timestamp``), which the first put then replaces."""
+
+    def __init__(
+        self,
+        path: Path,
+        hash_slot_num: int,
+        index_num: int,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+        *,
+        sync: Callable[[int], None] = os.fdatasync,
+    ) -> None:
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = file_size_of(hash_slot_num, index_num)
+        self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self._sync = sync
+        self._mf = MappedFile(path, self.file_size, create=True)
+        self._mf.wrote_position = self.file_size  # slots change anywhere: flushes sync it all
+        self.mm = self._mf.mm
+        self.begin_timestamp = 0
+        self.end_timestamp = 0
+        self.begin_phy_offset = 0
+        self.end_phy_offset = 0
+        self.hash_slot_count = 0
+        self.index_count = 1
+        if end_phy_offset > 0:
+            self.begin_phy_offset = self.end_phy_offset = end_phy_offset
+        if end_timestamp > 0:
+            self.begin_timestamp = self.end_timestamp = end_timestamp
+        if end_phy_offset > 0 or end_timestamp > 0:
+            self._write_header()
+
+    @property
+    def path(self) -> Path:
+        return self._mf.path
+
+    @property
+    def file_name(self) -> str:
+        return self._mf.path.name
+
+    def load(self) -> None:
+        """Read the header of an existing file."""
+        (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        ) = _HEADER.unpack_from(self.mm, 0)
+        if self.index_count <= 0:
+            self.index_count = 1
+
+    def _write_header(self) -> None:
+        _HEADER.pack_into(
+            self.mm,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    @property
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add ``key`` -> ``phy_offset``; False when the file is full."""
+        count = self.index_count
+        if count >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        slot_at = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        mm = self.mm
+        (prev,) = _I32.unpack_from(mm, slot_at)
+        if prev <= 0 or prev > count:
+            prev = 0
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            # Java divides a long: truncation toward zero, then clamps
+            time_diff = int((store_timestamp - begin) / 1000) if store_timestamp >= begin else 0
+            time_diff = min(time_diff, _INT_MAX)
+        _ENTRY.pack_into(mm, self._entries_at + count * INDEX_SIZE, key_hash, phy_offset, time_diff, prev)
+        _I32.pack_into(mm, slot_at, count)
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if prev == 0:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def select_phy_offsets(self, out: list[int], key: str, max_num: int, begin: int, end: int) -> None:
+        """Append to ``out`` the offsets stored under ``key``'s hash between ``begin`` and ``end``
+        (ms), newest first, until ``out`` holds ``max_num``."""
+        if not self._mf.available:
+            return
+        key_hash = index_key_hash(key)
+        slot_at = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        mm = self.mm
+        count = self.index_count
+        try:
+            (current,) = _I32.unpack_from(mm, slot_at)
+            if current <= 0 or current > count or count <= 1:
+                return
+            seen = 0
+            while len(out) < max_num and seen < count:  # 'seen' bounds a corrupt, cyclic chain
+                seen += 1
+                hash_read, phy, time_diff, prev = _ENTRY.unpack_from(mm, self._entries_at + current * INDEX_SIZE)
+                if time_diff < 0:
+                    break
+                time_read = self.begin_timestamp + time_diff * 1000
+                if hash_read == key_hash and begin <= time_read <= end:
+                    out.append(phy)
+                if prev <= 0 or prev > count or prev == current or time_read < begin:
+                    break
+                current = prev
+        except ValueError:  # unmapped by a concurrent close
+            return
+
+    def flush(self) -> None:
+        """Write the header and make the file durable."""
+        if not self._mf.available:
+            return
+        self._write_header()
+        self._mf.flushed_position = 0
+        self._mf.flush(0, self._sync)
+
+    def close(self, flush: bool = True) -> None:
+        if flush:
+            self.flush()
+        self._mf.close()
+
+    def destroy(self) -> None:
+        self._mf.destroy()
