@@ -8,12 +8,17 @@
    recovery) and an official Java consumer receives every message with the same ids, offsets,
    bodies and properties.
 3. rmqwire recovers the directory of an official broker killed with SIGKILL.
+
+The index files too: rmqwire's store answers key and unique-key queries from the official
+broker's ``index/`` files (and keeps adding to them), and the official broker answers the official
+mqadmin's queryMsgByKey / queryMsgByUniqueKey from the files rmqwire wrote.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -34,11 +39,15 @@ from rmqwire.server.store import (
 from tools.peers.java_peer import JavaPeer
 from tools.peers.records import RESERVED_PROPERTY_NAMES
 from tools.peers.topics import create_topic
+from tools.reference.mqadmin import parse_query_msg_by_key, run_mqadmin_retrying
 
 pytestmark = pytest.mark.conformance
 
-# The reference launcher's segment sizes (tools/reference/cluster.py); both sides must agree.
-SIZES = {"mappedFileSizeCommitLog": str(64 * 1024 * 1024), "mappedFileSizeConsumeQueue": str(30_000 * 20)}
+# The reference launcher's segment sizes (tools/reference/cluster.py) and small index files; both
+# sides must agree.
+SIZES = {"mappedFileSizeCommitLog": str(64 * 1024 * 1024), "mappedFileSizeConsumeQueue": str(30_000 * 20),
+         "maxHashSlotNum": "1000", "maxIndexNum": "4000"}
+NO_END = 2**62
 USER_PROPS = {"color": "c{i}", "lang": "\u00e9t\u00e9-{i}"}
 STORE_HOST = ("127.0.0.1", 10911)
 BORN_HOST = ("127.0.0.1", 50123)
@@ -150,13 +159,26 @@ def test_rmqwire_reads_official_broker_store(reference_cluster_factory, tmp_path
             assert [m.queue_offset for m in msgs] == list(range(len(msgs)))
             assert store.get_max_offset_in_queue(topic, qid) == len(msgs)
             assert all(m.queue_id == qid for m in msgs)
-        # rmqwire keeps appending after the official broker's last record.
+        # The official broker's index files answer rmqwire's queries: every KEYS value, and the
+        # unique key of single sends.
+        assert [p.name for p in (root / "index").iterdir()] == [f.file_name for f in store.index_service.files]
+        for phys, m in by_offset.items():
+            for key in (m.keys or "").split():
+                q = store.query_message(topic, key, 32, 0, NO_END)
+                assert [x.commit_log_offset for x in decode_messages(q.body)] == [phys], key
+            q = store.query_message(topic, m.msg_id, 32, 0, NO_END)
+            assert phys in [x.commit_log_offset for x in decode_messages(q.body)]
+        # rmqwire keeps appending after the official broker's last record, and indexes it.
         end = store.max_phy_offset
         before = store.get_max_offset_in_queue(topic, 0)
         r = store.put_message(
-            MessageExt(topic=topic, body=b"after", queue_id=0, born_host=BORN_HOST, store_host=STORE_HOST)
+            MessageExt(topic=topic, body=b"after", queue_id=0, born_host=BORN_HOST, store_host=STORE_HOST,
+                       properties={"KEYS": "after-key"})
         )
         assert r.is_ok and r.commit_log_offset == end and r.queue_offset == before
+        q = store.query_message(topic, "after-key", 32, 0, NO_END)
+        assert [x.commit_log_offset for x in decode_messages(q.body)] == [end]
+        assert q.index_last_update_phyoffset == end
     finally:
         store.shutdown()
     store = _open_store(root)
@@ -164,6 +186,8 @@ def test_rmqwire_reads_official_broker_store(reference_cluster_factory, tmp_path
         assert not store.recovery_report.abnormal
         assert store.get_max_offset_in_queue(topic, 0) == before + 1
         assert store.look_message_by_offset(end).body == b"after"
+        q = store.query_message(topic, "after-key", 32, 0, NO_END)
+        assert [x.commit_log_offset for x in decode_messages(q.body)] == [end]
     finally:
         store.shutdown()
 
@@ -262,3 +286,14 @@ def test_official_broker_serves_rmqwire_store(reference_cluster_factory, tmp_pat
         assert g.queue_offset == e["offset"]
         assert g.store_host == f"{STORE_HOST[0]}:{STORE_HOST[1]}"
     assert set(seen) == set(expected)
+
+    # The official broker answers key queries from rmqwire's index files (after a clean shutdown
+    # it dispatches nothing again: the entries can only come from those files; after a crash it
+    # drops them and rebuilds).
+    by_key = {e["keys"]: (e["msg_id"], e["queue"], e["offset"]) for e in expected.values()}
+    for key in ("key-7", "key-33", "b-4"):
+        out = run_mqadmin_retrying(cluster, "queryMsgByKey", "-t", topic, "-k", key).check().stdout
+        assert parse_query_msg_by_key(out) == [by_key[key]], out
+    single = next(e for e in expected.values() if e["keys"] == "key-12")
+    out = run_mqadmin_retrying(cluster, "queryMsgByUniqueKey", "-t", topic, "-i", single["msg_id"]).check().stdout
+    assert re.search(r"^Keys:\s+\[key-12\]$", out, re.M) and re.search(r"^Queue Offset:\s+%d$" % single["offset"], out, re.M), out

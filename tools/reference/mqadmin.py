@@ -341,3 +341,29 @@ def parse_update_topic(stdout: str) -> UpdateTopicResult:
             if sep:
                 config[key.strip()] = value.strip()
     return UpdateTopicResult(addrs, config)
+
+
+def parse_query_msg_by_key(stdout: str) -> list[tuple[str, int, int]]:
+    """``queryMsgByKey``: (message id, queue id, queue offset) per row."""
+    rows = []
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and re.fullmatch(r"[0-9A-F]{32,}", parts[0]) and parts[1].isdigit():
+            rows.append((parts[0], int(parts[1]), int(parts[2])))
+    return rows
+
+
+#: mqadmin's own calls time out now and then on a loaded machine (its NameServer lookups get the
+#: client's 3 s budget, JVM start-up included).
+TRANSIENT = re.compile(r"RemotingTimeoutException|RemotingConnectException|RemotingSendRequestException")
+
+
+def run_mqadmin_retrying(cluster_or_namesrv: HasNamesrv | str, *args: str, attempts: int = 5,
+                         **kw: Any) -> MqadminResult:
+    """``run_mqadmin``, again while the run failed on a remoting timeout or printed nothing at
+    all (mqadmin's asynchronous queries print nothing when the answer comes late)."""
+    for _ in range(attempts):
+        r = run_mqadmin(cluster_or_namesrv, *args, **kw)
+        if (r.stdout.strip() or r.stderr.strip()) and not TRANSIENT.search(r.stdout + r.stderr):
+            break
+    return r

@@ -345,6 +345,7 @@ class SendMessageProcessor(Processor):
     def _single_message(self, h: SendMessageRequestHeader, body: bytes | None, context: RequestContext,
                         cfg: Any) -> MessageExt:
         props = decode_properties(h.properties)
+        props.update(self._ext)  # Java's buildMsgContext stores MSG_REGION and TRACE_ON too
         props.pop(PropertyKey.POP_CK, None)  # clearReservedProperties
         msg = self._base_message(h, body, context, cfg, props)
         self._retry_and_dlq(h, msg, context)
@@ -412,6 +413,7 @@ class SendMessageProcessor(Processor):
         if topic.startswith(RETRY_PREFIX):
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
         props = decode_properties(h.properties)
+        props.update(self._ext)
         props.pop(PropertyKey.POP_CK, None)
         props[PropertyKey.CLUSTER] = self.broker.settings.broker.broker_cluster_name
         return self._base_message(h, body, context, cfg, hashmap_ordered(props))
