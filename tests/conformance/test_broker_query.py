@@ -129,18 +129,13 @@ def normalise(text: str, side: Side) -> str:
     return MILLIS.sub("<ms>", TIME.sub("<time>", HOST.sub("<addr>", text)))
 
 
+TRACK = re.compile(r"(Message Body Path:[^\n]*\n).*?(?=OffsetID:|Topic:|\Z)", re.S)
+
+
 def strip_tracks(text: str) -> str:
     """queryMsgById and friends print each message, then its consumer track (from the broker's
-    QUERY_TOPIC_CONSUME_BY_WHO): the messages alone."""
-    out, in_track = [], False
-    for line in text.splitlines(keepends=True):
-        if line.startswith(("OffsetID:", "Topic:")):
-            in_track = False
-        if not in_track:
-            out.append(line)
-        if line.startswith("Message Body Path:"):
-            in_track = True
-    return "".join(out)
+    QUERY_TOPIC_CONSUME_BY_WHO; mqadmin ends it without a newline): the messages alone."""
+    return TRACK.sub(r"\1", text)
 
 
 _mqadmin_runs: dict[tuple[str, str], Any] = {}

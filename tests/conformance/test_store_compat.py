@@ -295,5 +295,6 @@ def test_official_broker_serves_rmqwire_store(reference_cluster_factory, tmp_pat
         out = run_mqadmin_retrying(cluster, "queryMsgByKey", "-t", topic, "-k", key).check().stdout
         assert parse_query_msg_by_key(out) == [by_key[key]], out
     single = next(e for e in expected.values() if e["keys"] == "key-12")
-    out = run_mqadmin_retrying(cluster, "queryMsgByUniqueKey", "-t", topic, "-i", single["msg_id"]).check().stdout
+    # (its consumer track names the group above, not online any more: not an error here)
+    out = run_mqadmin_retrying(cluster, "queryMsgByUniqueKey", "-t", topic, "-i", single["msg_id"]).stdout
     assert re.search(r"^Keys:\s+\[key-12\]$", out, re.M) and re.search(r"^Queue Offset:\s+%d$" % single["offset"], out, re.M), out
