@@ -171,7 +171,8 @@ CHILD = textwrap.dedent(
 
     root, mode = sys.argv[1], sys.argv[2]
     cfg = MessageStoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=64 * 1024,
-                             mapped_file_size_consume_queue=1000, flush_disk_type=FlushDiskType[mode])
+                             mapped_file_size_consume_queue=1000, flush_disk_type=FlushDiskType[mode],
+                             max_hash_slot_num=100, max_index_num=400)  # as small_config
     store = DefaultMessageStore(cfg)
     store.load()
     store.start()
