@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from twisted.internet.defer import Deferred, gatherResults
 
 from rmqwire.admin.blocking import Admin
-from rmqwire.admin.core import AdminCore, subscribe_queues
+from rmqwire.admin.core import RETRY_GROUP_TOPIC_PREFIX, AdminCore, subscribe_queues
 from rmqwire.client.blocking import call
 from rmqwire.client.route import MASTER_ID
 from rmqwire.codec.commands.admin import (
@@ -28,9 +28,10 @@ from rmqwire.codec.commands.offset import (
     SearchOffsetByTimestamp,
     UpdateConsumerOffset,
 )
+from rmqwire.codec.commands.topic import TopicConfig
 from rmqwire.codec.header import BoundaryType
 from rmqwire.errors import MQClientError
-from rmqwire.model import MessageQueue
+from rmqwire.model import MessageQueue, PermName
 from rmqwire.spark.offsets import Offsets
 from rmqwire.spark.options import Connection, Subscription
 
@@ -133,6 +134,12 @@ class Metadata:
             await gatherResults([Deferred.fromCoroutine(core.call(
                 a, UpdateAndCreateSubscriptionGroup, body=SubscriptionGroupConfig(group_name=group)))
                 for a in new], consumeErrors=True)
+            # the group's retry topic, which a broker creates when a consumer of the group
+            # heartbeats: mqadmin consumerProgress -g and lag exporters find the group by its route
+            retry = TopicConfig(topic_name=RETRY_GROUP_TOPIC_PREFIX + group, read_queue_nums=1,
+                                write_queue_nums=1, perm=int(PermName.PERM_READ | PermName.PERM_WRITE))
+            await gatherResults([core.create_and_update_topic_config(a, retry) for a in new],
+                                consumeErrors=True)
             await gatherResults([Deferred.fromCoroutine(core.call(
                 a, UpdateConsumerOffset, consumer_group=group, topic=mq.topic, queue_id=mq.queue_id,
                 commit_offset=offsets[mq], bname=mq.broker_name))
