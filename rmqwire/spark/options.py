@@ -20,6 +20,8 @@ from rmqwire.spark.offsets import EARLIEST, LATEST, Offsets, parse_json_offsets
 #: maxTransferCountOnMessageInMemory), 3 s a pull.
 DEFAULT_PULL_BATCH_SIZE = 32
 DEFAULT_PULL_TIMEOUT_MS = 3_000
+#: A send's whole budget in the sink: Java's 3 s is for one message, a task has many in flight.
+DEFAULT_SEND_TIMEOUT_MS = 30_000
 #: Kafka's ``maxTriggerDelay`` default.
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 
@@ -252,7 +254,7 @@ class WriteOptions:
     connection: Connection
     topic: str | None = None
     producer_group: str | None = None
-    send_timeout_ms: int = 3_000
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
     retry_times: int = 2
     max_message_size: int = 4 * 1024 * 1024
 
@@ -266,7 +268,7 @@ class WriteOptions:
             connection=Connection.parse(opts),
             topic=opts.get("topic") or None,
             producer_group=opts.get("producergroup") or None,
-            send_timeout_ms=_int(opts, "sendtimeoutms", 3_000) or 3_000,
+            send_timeout_ms=_int(opts, "sendtimeoutms", DEFAULT_SEND_TIMEOUT_MS) or DEFAULT_SEND_TIMEOUT_MS,
             retry_times=_int(opts, "retrytimes", 2, minimum=0) or 0,
             max_message_size=_int(opts, "maxmessagesize", 4 * 1024 * 1024) or 4 * 1024 * 1024,
         )

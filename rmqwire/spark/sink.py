@@ -34,7 +34,7 @@ from rmqwire.spark.options import WriteOptions
 #: Producer group of the sink's producers when the ``producerGroup`` option is not given.
 DEFAULT_PRODUCER_GROUP = "rmqwire_spark_writer"
 #: Sends of one task in flight at once.
-MAX_IN_FLIGHT = 1024
+MAX_IN_FLIGHT = 256
 
 _COLUMNS = {"body", "topic", "tags", "keys", "properties", "brokerName", "queueId", "shardingKey",
             "deliveryTimestamp", "delayLevel"}
