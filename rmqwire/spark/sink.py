@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from pyspark.sql.datasource import (
 from rmqwire.client.message import Message, SendResult
 from rmqwire.client.producer.blocking import Producer
 from rmqwire.codec.java import java_string_hash
+from rmqwire.errors import RemotingTooManyRequestsError, SystemBusyError
 from rmqwire.model import MessageQueue
 from rmqwire.spark.options import WriteOptions
 
@@ -35,6 +37,9 @@ from rmqwire.spark.options import WriteOptions
 DEFAULT_PRODUCER_GROUP = "rmqwire_spark_writer"
 #: Sends of one task in flight at once.
 MAX_IN_FLIGHT = 256
+#: Sends again of a message the broker refused for flow control, and the pause before them (s).
+BUSY_RETRIES = 10
+BUSY_PAUSE = 0.5
 
 _COLUMNS = {"body", "topic", "tags", "keys", "properties", "brokerName", "queueId", "shardingKey",
             "deliveryTimestamp", "delayLevel"}
@@ -110,38 +115,75 @@ def to_message(row: dict[str, Any], opts: WriteOptions) -> tuple[Message, dict[s
     return msg, route
 
 
+class _TaskSender:
+    """The sends of one task: at most MAX_IN_FLIGHT at once; a send the broker refused for
+    flow control (SYSTEM_BUSY, e.g. "[TIMEOUT_CLEAN_QUEUE] broker busy") is sent again after a
+    pause, up to BUSY_RETRIES times; any other failure is the task's error."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self.slots = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.idle = threading.Condition(self.lock)
+        self.busy: list[tuple[Message, dict[str, Any], int]] = []
+        self.errors: list[BaseException] = []
+        self.sent = 0
+
+    def send(self, msg: Message, route: dict[str, Any], attempt: int = 0) -> None:
+        self.slots.acquire()
+        with self.lock:
+            self.in_flight += 1
+        fut = self.producer.send_async(msg, **route)
+        fut.add_done_callback(lambda f: self._done(f, msg, route, attempt))
+
+    def _done(self, f: concurrent.futures.Future[SendResult], msg: Message, route: dict[str, Any],
+              attempt: int) -> None:
+        self.slots.release()
+        e = f.exception()
+        with self.lock:
+            if e is None:
+                self.sent += 1
+            elif isinstance(e, (SystemBusyError, RemotingTooManyRequestsError)) and attempt < BUSY_RETRIES:
+                self.busy.append((msg, route, attempt + 1))
+            else:
+                self.errors.append(e)
+            self.in_flight -= 1
+            self.idle.notify_all()
+
+    def check(self) -> None:
+        """Raise the first failure; send again what the broker refused as busy."""
+        with self.lock:
+            if self.errors:
+                raise self.errors[0]
+            again, self.busy = self.busy, []
+        if again:
+            time.sleep(BUSY_PAUSE)
+            for msg, route, attempt in again:
+                self.send(msg, route, attempt)
+
+    def flush(self) -> None:
+        while True:
+            with self.lock:
+                while self.in_flight and not self.errors:
+                    self.idle.wait(1.0)
+                if self.errors:
+                    while self.in_flight:  # no send left running behind a failed task
+                        self.idle.wait(1.0)
+                    raise self.errors[0]
+                if not self.busy:
+                    return
+            self.check()
+
+
 def send_rows(rows: Iterator[Any], opts: WriteOptions) -> SentCount:
-    """Send every row, at most MAX_IN_FLIGHT at once; raise the first failure once all sends
-    ended (so no send is left running behind a failed task)."""
-    producer = producer_for(opts)
-    slots = threading.BoundedSemaphore(MAX_IN_FLIGHT)
-    futures: list[concurrent.futures.Future[SendResult]] = []
-    first_error: list[BaseException] = []
-    count = 0
-
-    def done(f: concurrent.futures.Future[SendResult]) -> None:
-        slots.release()
-        if f.exception() is not None:
-            first_error.append(f.exception())  # type: ignore[arg-type]
-
+    """Send every row; return once all sends ended, raising the first failure."""
+    sender = _TaskSender(producer_for(opts))
     for row in rows:
-        if first_error:
-            break
-        msg, route = to_message(row.asDict() if hasattr(row, "asDict") else dict(row), opts)
-        slots.acquire()
-        fut = producer.send_async(msg, **route)
-        fut.add_done_callback(done)
-        futures.append(fut)
-        count += 1
-        if len(futures) >= 8 * MAX_IN_FLIGHT:  # keep the list short on long tasks
-            futures = [f for f in futures if not f.done()]
-    concurrent.futures.wait(futures)
-    for f in futures:
-        if f.exception() is not None:
-            raise f.exception()  # type: ignore[misc]
-    if first_error:
-        raise first_error[0]
-    return SentCount(count)
+        sender.check()
+        sender.send(*to_message(row.asDict() if hasattr(row, "asDict") else dict(row), opts))
+    sender.flush()
+    return SentCount(sender.sent)
 
 
 class RocketMQBatchWriter(DataSourceWriter):

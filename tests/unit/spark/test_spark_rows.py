@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
+import threading
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from rmqwire.client.message import Message
 from rmqwire.codec.java import java_string_hash
 from rmqwire.codec.message import MessageExt
+from rmqwire.errors import MQClientError, SystemBusyError
 from rmqwire.model import MessageQueue
+from rmqwire.spark import sink
 from rmqwire.spark.options import WriteOptions
 from rmqwire.spark.schema import ARROW_SCHEMA, record_batch
 from rmqwire.spark.sink import by_hash, check_columns, to_message
@@ -61,3 +67,33 @@ def test_row_to_message_and_routing() -> None:
 def test_sink_columns_are_checked(cols: list[str], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         check_columns(cols, WriteOptions.parse({"nameServer": "h"}))
+
+
+class FakeProducer:
+    """send_async answering from a script: an exception instance to fail with, else success."""
+
+    def __init__(self, script: list[BaseException | None]) -> None:
+        self.script, self.calls = script, 0
+
+    def send_async(self, msg: Any, **route: Any) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        outcome = self.script[self.calls] if self.calls < len(self.script) else None
+        self.calls += 1
+        threading.Thread(target=lambda: fut.set_exception(outcome) if outcome else fut.set_result("ok")).start()
+        return fut
+
+
+def test_task_sender_resends_busy_and_fails_on_other_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink, "BUSY_PAUSE", 0.01)
+    busy = SystemBusyError("[TIMEOUT_CLEAN_QUEUE]broker busy")
+    s = sink._TaskSender(FakeProducer([busy, None, busy]))  # type: ignore[arg-type]
+    for i in range(3):
+        s.check()
+        s.send(Message("T", str(i)), {})
+    s.flush()
+    assert s.sent == 3 and s.producer.calls == 5  # type: ignore[attr-defined]
+    bad = sink._TaskSender(FakeProducer([None, MQClientError("no route")]))  # type: ignore[arg-type]
+    bad.send(Message("T", "a"), {})
+    bad.send(Message("T", "b"), {})
+    with pytest.raises(MQClientError, match="no route"):
+        bad.flush()
