@@ -3,10 +3,13 @@ by a real Prometheus while the official Java producer and consumer (tools/peers)
 clients produce and consume:
 
 - the in/out counters equal the messages sent and consumed, per topic and group;
+- the transaction counters and half-message gauge follow the Java transactional producer;
 - the lag gauges equal what the official ``mqadmin consumerProgress`` reports against our broker
   (Diff and Inflight summed over the topic's queues) while a consumer is stalled;
+- a client's own registry (rmqwire's producer and consumer, ``metrics=``) is scraped too;
+- the official 5.3.3 broker in PROM mode exposes no sample name or label name that ours lacks;
 - the RPC histogram and the NameServer's gauges (live brokers, topics);
-- ``promtool check metrics`` accepts both expositions.
+- ``promtool check metrics`` accepts the broker's, the NameServer's and the client's expositions.
 """
 
 from __future__ import annotations
