@@ -163,16 +163,35 @@ def push_msg(env: Env, cluster: str | None, group: str, client_id: str, topic: s
     """Java ``pushMsg``: only a push consumer is asked to consume the message."""
     info = env.admin.get_consumer_running_info(group, client_id)
     if info is not None and (info.properties or {}).get("PROP_CONSUME_TYPE") == "CONSUME_PASSIVELY":
-        r = env.admin.consume_message_directly(group, client_id, topic, msg_id, cluster)
-        if env.json:
-            emit_json({"order": r.order, "autoCommit": r.auto_commit, "consumeResult": r.consume_result,
-                       "remark": r.remark, "spentTimeMills": r.spent_time_mills})
-            return
-        out(printf("ConsumeMessageDirectlyResult [order=%s, autoCommit=%s, consumeResult=%s, remark=%s, "
-                   "spentTimeMills=%s]", jstr(r.order), jstr(r.auto_commit), jstr(r.consume_result),
-                   jstr(r.remark), jstr(r.spent_time_mills)))
+        print_consume_directly(env, env.admin.consume_message_directly(group, client_id, topic, msg_id, cluster))
     else:
         out(printf("this %s client is not push consumer ,not support direct push %n", client_id))
+
+
+def print_consume_directly(env: Env, r: Any) -> None:
+    """A ConsumeMessageDirectlyResult as Java's toString (no newline), or as JSON."""
+    if env.json:
+        emit_json({"order": r.order, "autoCommit": r.auto_commit, "consumeResult": r.consume_result,
+                   "remark": r.remark, "spentTimeMills": r.spent_time_mills})
+        return
+    out(printf("ConsumeMessageDirectlyResult [order=%s, autoCommit=%s, consumeResult=%s, remark=%s, "
+               "spentTimeMills=%s]", jstr(r.order), jstr(r.auto_commit), jstr(r.consume_result),
+               jstr(r.remark), jstr(r.spent_time_mills)))
+
+
+def push_unique_msg(env: Env, cluster: str | None, group: str, client_id: str, topic: str, msg_id: str) -> None:
+    """queryMsgByUniqueKey -g/-d: as ``push_msg``, but a failed running-info query is reported
+    and the command goes on (Java's own wording for each case)."""
+    try:
+        info = env.admin.get_consumer_running_info(group, client_id)
+    except Exception:
+        out(printf("get consumer runtime info for %s client failed %n", client_id))
+        info = None
+    if info is not None and (info.properties or {}).get("PROP_CONSUME_TYPE") == "CONSUME_PASSIVELY":
+        print_consume_directly(env, env.admin.consume_message_directly(group, client_id, topic, msg_id, cluster))
+    else:
+        out(printf("get consumer info failed or this %s client is not push consumer, not support direct push %n",
+                   client_id))
 
 
 @command("queryMsgByKey", "Query Message by Key.")
@@ -208,7 +227,8 @@ def query_msg_by_key(env: Env, topic: str, key: str, begin: str | None, end: str
 def query_msg_by_unique_key(env: Env, msg_id: str, group: str | None, client_id: str | None,
                             topic: str, show_all: bool, cluster: str | None) -> None:
     if group and client_id:
-        raise CommandFailed("pushing a message to a client (-g/-d) is not supported")
+        push_unique_msg(env, cluster or None, group.strip(), client_id.strip(), topic, msg_id.strip())
+        return
     result = env.admin.query_message_by_uniq_key(topic, msg_id, 32, 0, 2**63 - 1, cluster or None)
     msgs = result.messages
     # Java sorts by (int) difference of store times: a stable sort on the store time
