@@ -8,6 +8,9 @@
 - ``rmqwire standalone [--namesrv-port N] [--broker-port N] [--store-dir D] [-c broker.conf]
   [--namesrv-config namesrv.properties]``: a NameServer and a Broker in one process (127.0.0.1:9876
   and :10911 by default, store in ~/.rmqwire/standalone/store); the main job (``scripts/run.sh``).
+- ``rmqwire exporter --namesrv 127.0.0.1:9876 [--port 5557] [--path /metrics] [--interval 60]
+  [--accessKey AK --secretKey SK]``: rocketmq-exporter's metrics of a cluster for Prometheus
+  (``rmqwire.metrics.exporter``), until SIGTERM / SIGINT.
 - ``rmqwire demo``: builds the GET_ROUTEINFO_BY_TOPIC request a Java client sends, in both
   serialize types, and decodes it back.
 """
@@ -194,6 +197,47 @@ def standalone(args: argparse.Namespace) -> int:
     return 0
 
 
+def exporter(args: argparse.Namespace) -> int:
+    """rocketmq-exporter's metrics of the cluster on ``--port``/``--path``, until SIGTERM / SIGINT."""
+    import os
+
+    from rmqwire.admin.blocking import remoting_config
+    from rmqwire.metrics.exporter import CollectOptions, ExporterConfig, ExporterService
+
+    namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
+    try:
+        rconf = remoting_config(timeout=args.timeout, access_key=args.access_key,
+                                secret_key=args.secret_key)
+    except ValueError as e:
+        print(f"rmqwire exporter: {e}", file=sys.stderr)
+        return 2
+    if args.interval <= 0 or args.port < 0 or args.per_address < 1:
+        print("rmqwire exporter: --interval must be > 0, --port >= 0, --per-address >= 1",
+              file=sys.stderr)
+        return 2
+    config = ExporterConfig(
+        namesrv_addr=namesrv, port=args.port, host=args.host, path=args.path,
+        interval=args.interval, expire_after=args.expire, timeout=args.timeout,
+        options=CollectOptions(per_address=args.per_address, lag_time=not args.no_lag_time,
+                               client_metrics=not args.no_client_metrics),
+    )
+    from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
+
+    _begin_logging(args.log_level)
+    service = ExporterService(reactor, config, rconf)
+    try:
+        service.startService()
+    except CannotListenError as e:
+        print(f"rmqwire exporter did not start: {e}", file=sys.stderr)
+        return 1
+    print(f"rmqwire exporter: http://{config.host}:{service.listening_port}{config.path} "
+          f"(NameServer {namesrv}, every {config.interval:g} s)", flush=True)
+    reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+    reactor.run()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["admin"]:  # ``python -m rmqwire admin ...`` is ``rmqadmin ...``
@@ -229,7 +273,35 @@ def main(argv: list[str] | None = None) -> int:
     p_sa.add_argument("--namesrv-config", default=None, help="namesrv.properties (official keys)")
     p_sa.add_argument("--log-level", default="info",
                       choices=["debug", "info", "warn", "error", "critical"])
+    p_ex = sub.add_parser("exporter", help="export the cluster's metrics to Prometheus "
+                          "(rocketmq-exporter's names)")
+    p_ex.add_argument("-n", "--namesrv", default=None,
+                      help="NameServer addresses, host:port;host:port (default $NAMESRV_ADDR, "
+                           "else 127.0.0.1:9876)")
+    p_ex.add_argument("--port", type=int, default=5557, help="HTTP port (default 5557; 0: any)")
+    p_ex.add_argument("--host", default="0.0.0.0", help="HTTP interface (default all)")
+    p_ex.add_argument("--path", default="/metrics", help="scrape path (default /metrics)")
+    p_ex.add_argument("--interval", type=float, default=60.0,
+                      help="seconds between collection cycles (default 60)")
+    p_ex.add_argument("--expire", type=float, default=60.0,
+                      help="drop a series not refreshed for this many seconds (default 60, at "
+                           "least two intervals)")
+    p_ex.add_argument("--timeout", type=float, default=5.0, help="request timeout in seconds")
+    p_ex.add_argument("--per-address", type=int, default=16,
+                      help="requests in flight to one broker or NameServer (default 16)")
+    p_ex.add_argument("--accessKey", "--access-key", dest="access_key", default=None,
+                      help="ACL access key")
+    p_ex.add_argument("--secretKey", "--secret-key", dest="secret_key", default=None,
+                      help="ACL secret key")
+    p_ex.add_argument("--no-lag-time", action="store_true",
+                      help="skip rocketmq_group_get_latency_by_storetime (one pull per lagging queue)")
+    p_ex.add_argument("--no-client-metrics", action="store_true",
+                      help="skip rocketmq_client_* (one request per online consumer)")
+    p_ex.add_argument("--log-level", default="info",
+                      choices=["debug", "info", "warn", "error", "critical"])
     args = parser.parse_args(argv)
+    if args.command == "exporter":
+        return exporter(args)
     if args.command == "broker":
         return broker(args.config_file, args.print_config, args.log_level)
     if args.command == "standalone":

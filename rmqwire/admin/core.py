@@ -45,6 +45,7 @@ from rmqwire.codec.commands.admin import (
     ConsumeStatsList,
     DeleteExpiredCommitLog,
     DeleteSubscriptionGroup,
+    GetAllProducerInfo,
     GetBrokerConfig,
     GetBrokerConsumeStats,
     GetBrokerRuntimeInfo,
@@ -55,6 +56,7 @@ from rmqwire.codec.commands.admin import (
     GroupList,
     OffsetWrapper,
     ProducerConnection,
+    ProducerTableInfo,
     QueryTopicConsumeByWho,
     SubscriptionGroupConfig,
     UpdateAndCreateSubscriptionGroup,
@@ -447,6 +449,12 @@ class AdminCore(Service):
         return BrokerStatsData.decode(r.body)
 
     @deferred
+    async def get_all_producer_info(self, broker_addr: str) -> ProducerTableInfo:
+        """The producers of every producer group on one broker."""
+        r = await self.call(broker_addr, GetAllProducerInfo)
+        return ProducerTableInfo.decode(r.body or b"{}")
+
+    @deferred
     async def fetch_consume_stats_in_broker(self, broker_addr: str, is_order: bool = False,
                                             timeout: float | None = None) -> ConsumeStatsList:
         r = await self.call(broker_addr, GetBrokerConsumeStats, is_order=is_order, timeout=timeout)
@@ -607,6 +615,15 @@ class AdminCore(Service):
         return result
 
     @deferred
+    async def examine_consume_stats_on(self, broker_addr: str, group: str,
+                                       topic: str | None = None,
+                                       timeout: float | None = None) -> ConsumeStats:
+        """One broker's consume stats of the group (of one topic, or of all its topics)."""
+        r = await self.call(broker_addr, GetConsumeStats, consumer_group=group, topic=topic,
+                            timeout=timeout or self.timeout * 3)
+        return r.body or ConsumeStats()
+
+    @deferred
     async def examine_consumer_connection_info(self, group: str,
                                                broker_addr: str | None = None) -> ConsumerConnection:
         return await self._consumer_connection(group, broker_addr)
@@ -641,7 +658,12 @@ class AdminCore(Service):
         return result
 
     @deferred
-    async def query_topic_consume_by_who(self, topic: str) -> GroupList:
+    async def query_topic_consume_by_who(self, topic: str,
+                                         broker_addr: str | None = None) -> GroupList:
+        """The groups consuming the topic: from one broker, else from the first of its route."""
+        if broker_addr is not None:
+            r = await self.call(broker_addr, QueryTopicConsumeByWho, topic=topic)
+            return r.body or GroupList()
         return await self._consume_by_who(topic)
 
     async def _consume_by_who(self, topic: str) -> GroupList:
@@ -653,11 +675,13 @@ class AdminCore(Service):
         return GroupList()
 
     @deferred
-    async def get_consumer_running_info(self, group: str, client_id: str,
-                                        jstack: bool = False) -> ConsumerRunningInfo | None:
-        route = await self._route(retry_topic(group))
-        for bd in route.broker_datas or []:
-            addr = select_broker_addr(bd)
+    async def get_consumer_running_info(self, group: str, client_id: str, jstack: bool = False,
+                                        broker_addr: str | None = None) -> ConsumerRunningInfo | None:
+        """Asked through ``broker_addr`` (a broker the client is connected to), else through the
+        first broker of the group's retry topic route."""
+        addrs = [broker_addr] if broker_addr else [
+            select_broker_addr(bd) for bd in (await self._route(retry_topic(group))).broker_datas or []]
+        for addr in addrs:
             if addr is not None:
                 r = await self.call(addr, GetConsumerRunningInfo, consumer_group=group,
                                     client_id=client_id, jstack_enable=jstack)
@@ -915,10 +939,11 @@ class AdminCore(Service):
 
     @deferred
     async def pull(self, mq: MessageQueue, sub_expression: str, offset: int,
-                   max_nums: int, group: str = TOOLS_CONSUMER_GROUP) -> PullResult:
+                   max_nums: int, group: str = TOOLS_CONSUMER_GROUP,
+                   broker_addr: str | None = None) -> PullResult:
         """One pull of a queue as Java's ``DefaultMQPullConsumer.pull`` (tags filtered again here,
-        MIN_OFFSET/MAX_OFFSET set on each message)."""
-        addr = await self._master_of(mq)
+        MIN_OFFSET/MAX_OFFSET set on each message); from ``broker_addr``, else the queue's master."""
+        addr = broker_addr or await self._master_of(mq)
         sd = build_subscription_data(mq.topic, sub_expression)
         r = await self.call(
             addr, PullMessage, timeout=PULL_TIMEOUT,

@@ -257,6 +257,19 @@ class QuerySubscriptionByConsumer(Command):
     response_body = bytes
 
 
+class BrokerStatsName:
+    """``BrokerStatsManager``'s stats names (VIEW_BROKER_STATS_DATA's ``statsName``); the key is
+    the topic, ``topic@group``, or the cluster name for the BROKER_* ones."""
+
+    TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+    TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
+    GROUP_GET_NUMS = "GROUP_GET_NUMS"
+    GROUP_GET_SIZE = "GROUP_GET_SIZE"
+    SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
+    BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
+    BROKER_GET_NUMS = "BROKER_GET_NUMS"
+
+
 class ViewBrokerStatsData(Command):
     code = RequestCode.VIEW_BROKER_STATS_DATA
     header = ViewBrokerStatsDataRequestHeader
@@ -264,9 +277,29 @@ class ViewBrokerStatsData(Command):
 
 
 class GetAllProducerInfo(Command):
+    """The body is a ``ProducerTableInfo`` (kept as bytes here, as the other admin answers)."""
+
     code = RequestCode.GET_ALL_PRODUCER_INFO
     header = GetAllProducerInfoRequestHeader
     response_body = bytes
+
+
+@dataclass
+class ProducerInfo(FastjsonBody):
+    client_id: str | None = prop("clientId", STRING)
+    remote_ip: str | None = prop("remoteIP", STRING)
+    language: LanguageCode | None = prop("language", enum_of(LanguageCode))
+    version: int = prop("version", INT, 0)
+    last_update_timestamp: int = prop("lastUpdateTimestamp", LONG, 0)
+
+
+@dataclass
+class ProducerTableInfo(FastjsonBody):
+    """GET_ALL_PRODUCER_INFO answer: the producers of each producer group on a broker."""
+
+    data: dict[str, list[ProducerInfo]] | None = prop(
+        "data", map_of(STR_KEY, list_of(body_of(ProducerInfo))), factory=dict
+    )
 
 
 # ---- added for the Admin API (issue 14) -------------------------------------------------------

@@ -36,6 +36,7 @@ from rmqwire.codec.commands.admin import (
     DeleteExpiredCommitLog,
     DeleteSubscriptionGroup,
     DeleteSubscriptionGroupRequestHeader,
+    GetAllProducerInfo,
     GetAllSubscriptionGroupConfig,
     GetBrokerConfig,
     GetBrokerConfigResponseHeader,
@@ -52,6 +53,8 @@ from rmqwire.codec.commands.admin import (
     GroupList,
     OffsetWrapper,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
     QueryTopicConsumeByWho,
     QueryTopicsByConsumer,
     SubscriptionGroupConfig,
@@ -382,6 +385,16 @@ class AdminBrokerProcessor(Processor):
     def query_topics_by_consumer(self, header: Any, body: Any, context: RequestContext) -> Any:
         topics = self.broker.consumer_offset_manager.which_topic_by_consumer(header.group or "")
         return TopicList(topic_list=sorted(topics), broker_addr=self.broker.address)
+
+    @GetAllProducerInfo.responder
+    def get_all_producer_info(self, header: Any, body: Any, context: RequestContext) -> Any:
+        table = {
+            group: [ProducerInfo(client_id=c.client_id, remote_ip=c.addr, language=c.language,
+                                 version=c.version, last_update_timestamp=c.last_update_timestamp)
+                    for c in channels.values()]
+            for group, channels in self.broker.producer_manager.group_channel_table.items()
+        }
+        return ProducerTableInfo(data=table).encode()
 
     @ViewBrokerStatsData.responder
     def view_broker_stats_data(self, header: Any, body: Any, context: RequestContext) -> Any:

@@ -1,0 +1,1 @@
+"""Metrics: the exporter of rocketmq-exporter's families (``exporter``) and native metrics."""
