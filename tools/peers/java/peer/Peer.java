@@ -9,6 +9,7 @@
  *                [--tag X] [--keys K] [--prop k=v ...] [--body-size B | --body TEXT] [--compress] [--group G]
  *                [--queue Q] [--delay-level L] [--tx-state commit|rollback|unknown] [--batch-size S]
  *                [--timer-ms D] [--timer-kind deliver|sec|ms] [--send-timeout-ms T] [--api-timeout-ms T]
+ *                [--interval-ms M]   (sync modes: a pause between sends, for steady traffic)
  *   Peer consume --namesrv A --topic T --count N [--mode push|litepull] [--model cluster|broadcast] [--orderly]
  *                [--group G] [--from first|last] [--timeout-ms M] [--sub EXPR] [--fail-times R]
  *                [--max-reconsume N]
@@ -263,6 +264,7 @@ public final class Peer {
         emitEvent("started", "startMs", (System.nanoTime() - t0) / 1_000_000);
 
         int failures = 0;
+        final int intervalMs = o.getInt("interval-ms", 0);
         try {
             switch (mode) {
                 case "sync":
@@ -297,6 +299,9 @@ public final class Peer {
                             r = producer.send(m);
                         }
                         emitSent(i, m, r);
+                        if (intervalMs > 0) {
+                            Thread.sleep(intervalMs);
+                        }
                     }
                     break;
                 case "async":

@@ -1,0 +1,1 @@
+"""rmqwire's Grafana dashboards and Prometheus rules, built from code (``python -m grafana.build``)."""
