@@ -68,13 +68,16 @@ _producers: dict[tuple[int, WriteOptions], Producer] = {}
 
 
 def producer_for(opts: WriteOptions) -> Producer:
-    key = (os.getpid(), opts)
+    """This process's producer for these settings (the topic aside). Each has its own client
+    instance: one instance refuses a second producer of the same group."""
+    key = (os.getpid(), dataclasses.replace(opts, topic=None))
     with _lock:
         p = _producers.get(key)
         if p is None:
             c = opts.connection
             p = Producer(opts.producer_group or DEFAULT_PRODUCER_GROUP, namesrv_addr=c.namesrv_addr,
-                         instance_name=f"rmqwire_spark_{os.getpid()}", send_msg_timeout=opts.send_timeout_ms,
+                         instance_name=f"rmqwire_spark_writer_{os.getpid()}_{len(_producers)}",
+                         send_msg_timeout=opts.send_timeout_ms,
                          retry_times_when_send_failed=opts.retry_times,
                          retry_times_when_send_async_failed=opts.retry_times,
                          max_message_size=opts.max_message_size, **c.client_options())
