@@ -32,7 +32,7 @@ import pytest
 from rmqwire.testing import RmqwireCluster, start_cluster
 from tools.peers.java_peer import JavaPeer
 from tools.peers.topics import create_topic
-from tools.reference.mqadmin import MqadminResult, run_mqadmin
+from tools.reference.mqadmin import MqadminResult, parse_broker_status, run_mqadmin
 
 pytestmark = pytest.mark.conformance
 
@@ -254,19 +254,11 @@ def test_rmqadmin_prints_what_mqadmin_prints_against_our_broker(twins: Twins, re
     assert normalise(ours.stdout) == normalise(java.stdout)
 
 
-def _runtime(text: str) -> dict[str, str]:
-    table = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep:
-            table[key.strip()] = value.strip()
-    return table
-
 
 def test_broker_status_has_the_official_keys(read_only: dict[str, Any]) -> None:
     official, ours = read_only["brokerStatus"]
     assert java_ok(official) and java_ok(ours), ours.stdout + ours.stderr
-    a, b = _runtime(normalise(official.stdout)), _runtime(normalise(ours.stdout))
+    a, b = parse_broker_status(normalise(official.stdout)), parse_broker_status(normalise(ours.stdout))
     assert sorted(b) == sorted(a)
     for key in ("brokerVersionDesc", "brokerVersion", "brokerActive", "commitLogMinOffset",
                 "putMessageFailedTimes", "timerReadBehind", "dispatchBehindBytes",

@@ -344,15 +344,6 @@ def test_group_count_is_consumer_connection(world: World) -> None:
     assert [lab["clientId"] for lab, _ in got] == [client_id]
 
 
-def _broker_status(text: str) -> dict[str, str]:
-    table = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep:
-            table[key.strip()] = value.strip()
-    return table
-
-
 #: brokerStatus keys that do not move while no message is sent (gets move: the exporter pulls)
 STABLE = {"msgPutTotalTodayNow": "msg_put_total_today_now",
           "commitLogMaxOffset": "commitlog_maxoffset", "commitLogMinOffset": "commitlog_minoffset",
@@ -367,7 +358,9 @@ STABLE = {"msgPutTotalTodayNow": "msg_put_total_today_now",
 
 
 def test_brokeruntime_is_broker_status(world: World) -> None:
-    status = _broker_status(world.admin_tool("brokerStatus", "-b", world.broker_addr))
+    from tools.reference.mqadmin import parse_broker_status
+
+    status = parse_broker_status(world.admin_tool("brokerStatus", "-b", world.broker_addr))
     fresh = world.exporter.fresh()
     runtime = {name[len("rocketmq_brokeruntime_"):]: series
                for name, series in fresh.items() if name.startswith("rocketmq_brokeruntime_")}
@@ -475,9 +468,12 @@ def test_every_panel_query_returns_series(world: World, prom: Prometheus, dashbo
         if conditional:
             base = promql.rsplit(next(c for c in CONDITIONAL if c in expr), 1)[0]
             assert prom.query(base), (title, base)
+            print(f"PANEL {world.kind} | {dashboard.stem} | {title} | {len(result)} series "
+                  f"(selects {conditional}; its data: {len(prom.query(base))} series)")
             continue
         if not result:
             empty.append((title, promql))
+        print(f"PANEL {world.kind} | {dashboard.stem} | {title} | {len(result)} series")
     assert empty == [], f"panels without series on {world.kind}"
 
 

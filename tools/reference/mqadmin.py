@@ -82,6 +82,16 @@ class MqadminError(RuntimeError):
         self.result = result
 
 
+def parse_broker_status(text: str) -> dict[str, str]:
+    """``brokerStatus``'s "key : value" lines as a table (keys stripped of their padding)."""
+    table = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep:
+            table[key.strip()] = value.strip()
+    return table
+
+
 def run_mqadmin(cluster_or_namesrv: HasNamesrv | str, *args: str, timeout: float = DEFAULT_TIMEOUT,
                 version: str | None = None, acl: tuple[str, str] | None = None,
                 jvm_args: tuple[str, ...] = ()) -> MqadminResult:

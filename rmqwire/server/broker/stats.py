@@ -21,6 +21,7 @@ from typing import Any
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from rmqwire.codec.commands.admin import BrokerStatsName
 from rmqwire.codec.java import now_ms
 
 __all__ = [
@@ -40,14 +41,12 @@ __all__ = [
     "StatsSnapshot",
 ]
 
-# Java ``Stats`` names (what VIEW_BROKER_STATS_DATA's statsName takes).
-TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
-TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
-GROUP_GET_NUMS = "GROUP_GET_NUMS"
-GROUP_GET_SIZE = "GROUP_GET_SIZE"
-SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
-BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
-BROKER_GET_NUMS = "BROKER_GET_NUMS"
+# Java ``Stats`` names (what VIEW_BROKER_STATS_DATA's statsName takes); those an admin asks for
+# are declared once, in the codec (the exporter reads them there).
+TOPIC_PUT_NUMS, TOPIC_PUT_SIZE = BrokerStatsName.TOPIC_PUT_NUMS, BrokerStatsName.TOPIC_PUT_SIZE
+GROUP_GET_NUMS, GROUP_GET_SIZE = BrokerStatsName.GROUP_GET_NUMS, BrokerStatsName.GROUP_GET_SIZE
+SNDBCK_PUT_NUMS = BrokerStatsName.SNDBCK_PUT_NUMS
+BROKER_PUT_NUMS, BROKER_GET_NUMS = BrokerStatsName.BROKER_PUT_NUMS, BrokerStatsName.BROKER_GET_NUMS
 GROUP_GET_LATENCY = "GROUP_GET_LATENCY"
 QUEUE_PUT_NUMS = "QUEUE_PUT_NUMS"
 QUEUE_PUT_SIZE = "QUEUE_PUT_SIZE"
