@@ -141,7 +141,6 @@ class ExporterService(MultiService):
         self._loop.clock = reactor
         self._loop_done: Deferred[Any] | None = None
         self.port: Any = None
-        self.cycle_done: list[Deferred[CycleReport]] = []   # waiters of the next cycle's end
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -197,13 +196,4 @@ class ExporterService(MultiService):
         if report.errors:
             self.log.info("collection cycle: {d:.2f} s, {n} requests, errors {e}",
                           d=report.duration, n=report.requests, e=dict(report.errors))
-        waiters, self.cycle_done = self.cycle_done, []
-        for w in waiters:
-            w.callback(report)
         return report
-
-    def next_cycle(self) -> Deferred[CycleReport]:
-        """Fires with the report of the next cycle to end."""
-        d: Deferred[CycleReport] = Deferred()
-        self.cycle_done.append(d)
-        return d
