@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -42,3 +43,23 @@ def session(args: argparse.Namespace, app: str) -> Any:
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(RocketMQDataSource)
     return spark
+
+
+def batch_reader(spark: Any, args: argparse.Namespace, topic: str) -> Any:
+    """``spark.read`` of ``topic`` between --starting-timestamp and --ending-timestamp."""
+    reader = spark.read.format("rocketmq").options(**connection_options(args)).option("topic", topic)
+    if args.starting_timestamp is not None:
+        reader = reader.option("startingTimestamp", str(args.starting_timestamp))
+    if args.ending_timestamp is not None:
+        reader = reader.option("endingTimestamp", str(args.ending_timestamp))
+    return reader
+
+
+def run_batch(args: argparse.Namespace, app: str, run: Callable[[Any, argparse.Namespace], Any]) -> int:
+    """A batch job's main: ``run(spark, args)`` on a new session, stopped afterwards."""
+    spark = session(args, app)
+    try:
+        run(spark, args)
+    finally:
+        spark.stop()
+    return 0

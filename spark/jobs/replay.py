@@ -12,7 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_common, connection_options, session  # noqa: E402
+from _common import add_common, batch_reader, connection_options, run_batch  # noqa: E402
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -32,12 +32,7 @@ def run(spark, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     """Copy the range; returns how many messages were read (and sent)."""
     from pyspark.sql import functions as F
 
-    reader = (spark.read.format("rocketmq").options(**connection_options(args))
-              .option("topic", args.from_topic).option("subExpression", args.sub_expression))
-    if args.starting_timestamp is not None:
-        reader = reader.option("startingTimestamp", str(args.starting_timestamp))
-    if args.ending_timestamp is not None:
-        reader = reader.option("endingTimestamp", str(args.ending_timestamp))
+    reader = batch_reader(spark, args, args.from_topic).option("subExpression", args.sub_expression)
     cols = ["body", "tags", "keys", "properties"]
     if args.keep_order:
         cols.append(F.concat_ws("/", "brokerName", "queueId").alias("shardingKey"))
@@ -52,13 +47,7 @@ def run(spark, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    spark = session(args, "rmqwire replay")
-    try:
-        run(spark, args)
-    finally:
-        spark.stop()
-    return 0
+    return run_batch(parse(argv), "rmqwire replay", run)
 
 
 if __name__ == "__main__":

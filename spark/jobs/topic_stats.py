@@ -12,7 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_common, connection_options, session  # noqa: E402
+from _common import add_common, batch_reader, run_batch  # noqa: E402
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,12 +44,7 @@ def stats(df):  # type: ignore[no-untyped-def]
 
 def run(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The statistics table (also written to --output and printed)."""
-    reader = spark.read.format("rocketmq").options(**connection_options(args)).option("topic", args.topic)
-    if args.starting_timestamp is not None:
-        reader = reader.option("startingTimestamp", str(args.starting_timestamp))
-    if args.ending_timestamp is not None:
-        reader = reader.option("endingTimestamp", str(args.ending_timestamp))
-    table = stats(reader.load()).cache()
+    table = stats(batch_reader(spark, args, args.topic).load()).cache()
     if args.output:
         table.write.mode("overwrite").parquet(args.output)
     table.show(args.rows, truncate=False)
@@ -57,13 +52,7 @@ def run(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    spark = session(args, "rmqwire topic_stats")
-    try:
-        run(spark, args)
-    finally:
-        spark.stop()
-    return 0
+    return run_batch(parse(argv), "rmqwire topic_stats", run)
 
 
 if __name__ == "__main__":
