@@ -1,4 +1,4 @@
-"""Client metrics of rmqwire's producers and push consumers, recorded into a prometheus-client
+"""Client metrics of rmqwire's producers, push consumers and lite pull consumers, recorded into a prometheus-client
 registry. Opt-in with the client option ``metrics``: ``True`` (prometheus-client's default
 ``REGISTRY``) or a ``CollectorRegistry``; off (None, the default) nothing is measured.
 
@@ -129,7 +129,7 @@ class ClientMetrics:
         _add(self.rebalances, (topic, group, client_id), 1)
 
     def watch_consumer(self, consumer: Any) -> None:
-        """A push consumer whose process queues the cached gauges report."""
+        """A consumer whose process queues (its ``cached_queues()``) the cached gauges report."""
         self._consumers.add(consumer)
 
     # ---- collection ------------------------------------------------------------------------------
@@ -153,11 +153,10 @@ class ClientMetrics:
         cached = GaugeMetricFamily("rocketmq_consumer_cached_messages", "Messages cached", labels=queue)
         cached_bytes = GaugeMetricFamily("rocketmq_consumer_cached_bytes", "Bytes cached", labels=queue)
         for c in list(self._consumers):
-            rebalance = getattr(c, "rebalance", None)
-            instance = getattr(c, "instance", None)
-            if rebalance is None or instance is None:
+            instance = c.instance
+            if instance is None:
                 continue
-            for mq, pq in list(rebalance.process_queue_table.items()):
+            for mq, pq in c.cached_queues():
                 values = [mq.topic, c.group, instance.client_id, mq.broker_name, str(mq.queue_id)]
                 cached.add_metric(values, pq.msg_count)
                 cached_bytes.add_metric(values, pq.msg_size)

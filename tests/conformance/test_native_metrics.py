@@ -25,7 +25,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 
-from rmqwire import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
+from rmqwire import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    Message,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
 from rmqwire.client.blocking import call, ensure_reactor
 from rmqwire.server.standalone import Standalone, StandaloneOptions
 from tests.conformance.prometheus_helpers import (
@@ -265,8 +272,8 @@ def test_lag_gauges_equal_mqadmin_consumer_progress(cluster: Cluster, prom: Prom
 
 def test_client_metrics_scraped(cluster: Cluster, prom: Prometheus,
                                 client_registry: tuple[CollectorRegistry, str]) -> None:
-    """rmqwire's producer and push consumer with metrics on: what Prometheus scrapes from the
-    application equals what was sent and what the broker counted in and out."""
+    """rmqwire's producer, push consumer and lite pull consumer with metrics on: what Prometheus
+    scrapes from the application equals what was sent and what the broker counted in and out."""
     registry = client_registry[0]
     topic, group = uid("NmClient"), uid("nm_client")
     cluster.create_topic(topic, 2)
@@ -302,6 +309,31 @@ def test_client_metrics_scraped(cluster: Cluster, prom: Prometheus,
                          f'consumer_group="{group}"}})', 12)
     finally:
         c.shutdown()
+    pull_group = uid("nm_client_lite")
+    pc = PullConsumer(pull_group, namesrv_addr=cluster.namesrv_addr,
+                      consume_from_where=ConsumeFromWhere.FIRST_OFFSET, metrics=registry)
+    pc.subscribe(topic, "*")
+    pc.start()
+    try:
+        polled: list[Any] = []
+
+        def poll_all() -> bool:
+            polled.extend(pc.poll(timeout=1.0))
+            return len(polled) >= 12
+
+        wait_for(poll_all, "the pull consumer polled every message", WAIT)
+        prom_value(prom, f'sum(rocketmq_receive_messages_total{{topic="{topic}",'
+                         f'consumer_group="{pull_group}"}})', 12)
+        prom_value(prom, f'sum(rocketmq_delivery_latency_count{{topic="{topic}",'
+                         f'consumer_group="{pull_group}"}})', 12)
+        prom_value(prom, f'count(rocketmq_consumer_cached_messages{{topic="{topic}",'
+                         f'consumer_group="{pull_group}"}})', 2)
+        prom_value(prom, f'sum(rocketmq_consumer_cached_messages{{topic="{topic}",'
+                         f'consumer_group="{pull_group}"}})', 0)
+        prom_value(prom, f'sum(rocketmq_messages_out_total{{topic="{topic}",'
+                         f'consumer_group="{pull_group}"}})', 12)
+    finally:
+        pc.shutdown()
 
 
 # ---- the official broker's families ----------------------------------------------------------------

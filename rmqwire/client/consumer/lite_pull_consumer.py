@@ -67,6 +67,7 @@ from rmqwire.client.consumer.subscription import (
     subscription_for,
 )
 from rmqwire.client.instance import ClientInstance, ClientManager, suggest_todo
+from rmqwire.client.metrics import metrics_for
 from rmqwire.client.validators import check_group
 from rmqwire.codec.codes import ResponseCode
 from rmqwire.codec.commands.consumer import ConsumerRunningInfo
@@ -188,6 +189,9 @@ class RebalanceLitePullImpl(RebalanceImpl):
         self.consumer.rebalance_service.wakeup(delay_ms)
 
     def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        c = self.consumer
+        if c.metrics is not None:
+            c.metrics.on_rebalance(topic, c.group, self.instance.client_id)
         try:
             self.consumer.update_assign_queue_and_start_pull_task(topic, mq_all, mq_divided)
         except Exception:
@@ -257,6 +261,9 @@ class LitePullConsumer:
         self._timers: set[Any] = set()
         self._persist_call: Any = None
         self.flow_control_times = 0
+        self.metrics = metrics_for(self.client_config.metrics)
+        if self.metrics is not None:
+            self.metrics.watch_consumer(self)
 
     def now_ms(self) -> int:
         return int(self.reactor.seconds() * 1000)
@@ -800,6 +807,7 @@ class LitePullConsumer:
                 sd = subscription_for(mq.topic, self.topic_to_sub_expression.get(mq.topic, SUB_ALL))
             is_tag = sd.expression_type in (None, ExpressionType.TAG)
             flag = PullSysFlag.build(suspend=True, subscription=True, lite_pull=True)
+            begin = self.now_ms() if self.metrics is not None else 0
             d = self.pull_api.pull_kernel(
                 mq, sd.sub_string, sd.expression_type, 0 if is_tag else sd.sub_version, offset,
                 cfg.pull_batch_size, None, flag, 0, cfg.broker_suspend_max_time_millis,
@@ -813,6 +821,10 @@ class LitePullConsumer:
                     return
                 if result.status is PullStatus.FOUND:
                     if result.messages and st.seek_offset == -1:
+                        if self.metrics is not None and self.instance is not None:
+                            now = self.now_ms()
+                            self.metrics.on_pull(mq.topic, self.group, self.instance.client_id, now - begin,
+                                                 result.messages, now)
                         pq.put_messages(result.messages)
                         self._offer(_ConsumeRequest(result.messages, mq, pq))
                 elif result.status is PullStatus.OFFSET_ILLEGAL:
@@ -852,6 +864,10 @@ class LitePullConsumer:
             subscription_data_set=list(self.subscription_inner.values()),
             unit_mode=self.client_config.unit_mode,
         )
+
+    def cached_queues(self) -> list[tuple[MessageQueue, ProcessQueue]]:
+        """The assigned queues and their process queues (the client metrics' cached gauges)."""
+        return [(mq, st.process_queue) for mq, st in list(self.assigned.items())]
 
     def subscribed_topics(self) -> Iterable[str]:
         return list(self.subscription_inner)

@@ -908,6 +908,10 @@ class PushConsumer:
             unit_mode=self.client_config.unit_mode,
         )
 
+    def cached_queues(self) -> list[tuple[MessageQueue, ProcessQueue]]:
+        """The assigned queues and their process queues (the client metrics' cached gauges)."""
+        return list(self.rebalance.process_queue_table.items()) if self.rebalance is not None else []
+
     def subscribed_topics(self) -> Iterable[str]:
         return list(self.rebalance.subscription_inner) if self.rebalance else []
 

@@ -1,7 +1,7 @@
-"""Client metrics (rmqwire.client.metrics): a producer and a push consumer with ``metrics=`` a
-registry, against an in-process broker; the counters equal what was sent and consumed, the
-histograms count every send, pull and listener call, failures are labelled, the cached gauges
-follow the process queues; off (the default) nothing is recorded."""
+"""Client metrics (rmqwire.client.metrics): a producer, a push consumer and a lite pull consumer
+with ``metrics=`` a registry, against an in-process broker; the counters equal what was sent and
+consumed, the histograms count every send, pull and listener call, failures are labelled, the
+cached gauges follow the process queues; off (the default) nothing is recorded."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from rmqwire import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
+from rmqwire import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    Message,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
 from rmqwire.client.metrics import ClientMetrics, metrics_for
 from rmqwire.testing import RmqwireCluster, start_cluster
 
@@ -103,6 +110,50 @@ def test_producer_and_push_consumer_record(cluster: RmqwireCluster) -> None:
         # the failed message (broker without send-back yet: retried locally or redelivered) leaves
         # at most one message cached
         assert total(registry, "rocketmq_consumer_cached_messages", topic=topic) <= 1
+    finally:
+        c.shutdown()
+
+
+def test_lite_pull_consumer_records(cluster: RmqwireCluster) -> None:
+    topic, group = "ClientMetricsLiteTopic", "client_metrics_lite_cg"
+    cluster.create_topic(topic, 2)
+    registry = CollectorRegistry()
+    with Producer("client_metrics_lite_pg", namesrv_addr=cluster.namesrv_addr) as p:
+        for i in range(5):
+            p.send(Message(topic, b"0123456789"))
+        p.send(Message(topic, b"abc"))
+    sent = 6
+    c = PullConsumer(group, namesrv_addr=cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+                     metrics=registry)
+    c.subscribe(topic, "*")
+    c.start()
+    try:
+        # every message pulled into the cache, none polled yet: the cached gauges hold them all
+        wait_until(lambda: total(registry, "rocketmq_receive_messages_total", topic=topic) >= sent,
+                   timeout=60, what="every message was pulled")
+        client_id = c.core.instance.client_id
+        assert total(registry, "rocketmq_receive_messages_total", topic=topic, consumer_group=group,
+                     client_id=client_id) == sent
+        assert total(registry, "rocketmq_receive_bytes_total", topic=topic) == 5 * 10 + 3
+        assert total(registry, "rocketmq_delivery_latency_count", topic=topic) == sent
+        assert 1 <= total(registry, "rocketmq_pull_cost_time_count", topic=topic, consumer_group=group) <= sent
+        assert total(registry, "rocketmq_consumer_rebalance_total", topic=topic, consumer_group=group) >= 1
+        queues = {s.labels["queue_id"] for fam in registry.collect() for s in fam.samples
+                  if s.name == "rocketmq_consumer_cached_messages" and s.labels["topic"] == topic}
+        assert queues == {"0", "1"}
+        assert total(registry, "rocketmq_consumer_cached_messages", topic=topic) == sent
+        assert total(registry, "rocketmq_consumer_cached_bytes", topic=topic) == 5 * 10 + 3
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < sent and time.monotonic() < deadline:
+            got += len(c.poll(timeout=1.0))
+        assert got == sent
+        # polled (the reactor hears of it asynchronously): nothing cached any more; a lite pull
+        # consumer has no listener to time
+        wait_until(lambda: total(registry, "rocketmq_consumer_cached_messages", topic=topic) == 0,
+                   timeout=60, what="the polled messages left the cached gauges")
+        assert total(registry, "rocketmq_consumer_cached_bytes", topic=topic) == 0
+        assert total(registry, "rocketmq_process_time_count", topic=topic) == 0
     finally:
         c.shutdown()
 
