@@ -193,7 +193,7 @@ class RebalanceLitePullImpl(RebalanceImpl):
         if c.metrics is not None:
             c.metrics.on_rebalance(topic, c.group, self.instance.client_id)
         try:
-            self.consumer.update_assign_queue_and_start_pull_task(topic, mq_all, mq_divided)
+            c.update_assign_queue_and_start_pull_task(topic, mq_all, mq_divided)
         except Exception:
             self.log.failure("messageQueueChanged exception")
 
