@@ -1,7 +1,8 @@
 """Client metrics of rmqwire's producers, push consumers and lite pull consumers, recorded into a
 prometheus-client registry (a lite pull consumer has no listener: no process/await/consume
-families; with ``assign`` no rebalances). Opt-in with the client option ``metrics``: ``True`` (prometheus-client's default
-``REGISTRY``) or a ``CollectorRegistry``; off (None, the default) nothing is measured.
+families; with ``assign`` no rebalances). Opt-in with the client option ``metrics``: ``True``
+(prometheus-client's default ``REGISTRY``) or a ``CollectorRegistry``; off (None, the default)
+nothing is measured.
 
     p = Producer("g", namesrv_addr=addr, metrics=True)
     prometheus_client.start_http_server(8000)        # the application serves its registry
