@@ -524,3 +524,44 @@ def test_standalone_cluster_reads_the_same_rows(spark: SparkSession, ns: str, fi
     assert remote.keys() == local.keys() and len(remote) == 52
     for k, r in local.items():
         assert {c: remote[k][c] for c in r} == r
+
+
+# ---- 4.9.7 ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_read_and_write_against_4_9_7(spark: SparkSession, reference_cluster_v4: Any) -> None:
+    """The marked 4.x run against a 4.9.7 broker: what the Java producer sent is read once with the
+    Java consumer's fields, and rows the sink writes reach the Java consumer (our Java peer
+    program is built on the 5.3.3 client, which 4.9.7 brokers serve)."""
+    ns4 = reference_cluster_v4.namesrv_addr
+    java4 = JavaPeer(ns4)
+    topic = uid("v4")
+    create_topic(reference_cluster_v4.broker_addr, topic, queues=4, namesrv_addr=ns4)
+    java4.produce(topic, 20, tag="TagA", keys="k{i}", props={"p": "välue-{i}"}, body_size=6000, compress=True)
+    java4.produce(topic, 8, mode="batch", tag="TagB", keys="b{i}", body="batch body {i}")
+    received = java4.consume(topic, 28, group=uid("javaref4"))
+    rows = rows_by_id(read(spark, ns4, topic=topic))
+    assert len(rows) == 28 == len({r.offset_msg_id for r in received})
+    for j in received:
+        r = rows[j.offset_msg_id]
+        assert j.queue is not None
+        assert (r["queueId"], r["queueOffset"], r["msgId"], r["tags"], r["keys"], bytes(r["body"])) == (
+            j.queue.queue_id, j.queue_offset, j.msg_id, j.tags, j.keys, j.body)
+        assert r["properties"] == j.user_properties
+        assert (r["born"], r["stored"], r["sysFlag"]) == (j.born_timestamp, j.store_timestamp, j.sys_flag)
+
+    sink_topic = uid("v4sink")
+    create_topic(reference_cluster_v4.broker_addr, sink_topic, queues=4, namesrv_addr=ns4)
+    consumer = java4.start_consumer(sink_topic, 200, group=uid("v4sinkjava"), timeout_ms=int(JOB_TIMEOUT * 1000))
+    consumer.wait_started()
+    df = spark.range(200).select(
+        F.concat(F.lit("body-"), F.col("id").cast("string")).alias("body"),
+        F.lit("T4").alias("tags"),
+        F.concat(F.lit("key-"), F.col("id").cast("string")).alias("keys"),
+        F.create_map(F.lit("n"), F.col("id").cast("string")).alias("properties"))
+    df.write.format("rocketmq").option("nameServer", ns4).option("topic", sink_topic).mode("append").save()
+    got = consumer.finish()
+    assert sorted(r.keys for r in got) == sorted(f"key-{i}" for i in range(200))
+    assert all(r.tags == "T4" and r.user_properties == {"n": r.keys[4:]} and r.body == f"body-{r.keys[4:]}".encode()
+               for r in got)
