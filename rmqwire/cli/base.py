@@ -82,8 +82,12 @@ class Env:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         console = Console(stderr=True, force_terminal=self.progress or None)
+        # Rich sends what is printed meanwhile through its console (stderr) to keep the bar whole:
+        # right on a terminal, wrong when stdout is a pipe or file, which must get every line.
+        on_terminal = sys.stdout.isatty()
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      console=console, transient=True) as bar:
+                      console=console, transient=True, redirect_stdout=on_terminal,
+                      redirect_stderr=on_terminal) as bar:
             task = bar.add_task(description, total=total)
             yield lambda n=1: bar.advance(task, n)
 
