@@ -40,6 +40,7 @@ from rmqwire.codec.commands.namesrv import (
 )
 from rmqwire.codec.commands.route import GetBrokerClusterInfo, GetRouteInfo
 from rmqwire.codec.commands.topic import GetAllTopicConfig, TopicList
+from rmqwire.server.namesrv.config import NamesrvConfig
 from tools.peers.cpp_peer import CppPeer, CppPeerUnavailable
 from tools.peers.java_peer import PEER_SOURCE, JavaPeer
 from tools.peers.node_peer import NodePeer, NodePeerUnavailable
@@ -56,7 +57,9 @@ pytestmark = pytest.mark.conformance
 EXPIRY_MS = 25_000
 PROBE_SOURCE = PEER_SOURCE.parent.parent / "route" / "RouteProbe.java"
 #: Extension keys rmqwire adds to the NameServer config (not in the official one).
-EXTENSION_KEYS = {"brokerChannelExpiredTime", "enableUpdateNamesrvConfig"}
+#: The keys our NameServer declares as rmqwire's own: getNamesrvConfig may show these and no
+#: other key the official one lacks.
+EXTENSION_KEYS = {name for name, _ in NamesrvConfig().values(extensions=True)}
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
