@@ -26,10 +26,13 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
+from rmqwire.remoting.metrics import RpcLatency
+
 __all__ = [
     "FamiliesCollector",
     "MetricsExporterType",
     "MetricsHttpServer",
+    "ServerMetrics",
     "parse_labels",
 ]
 
@@ -126,3 +129,56 @@ class MetricsHttpServer:
         listening, self._listening = self._listening, None
         return listening.stopListening() if listening is not None else None
 
+
+class ServerMetrics:
+    """The part of a server's native metrics the Broker and the NameServer share: the switch, the
+    RPC latency observed on the server's dispatchers, the registry over ``families()`` and, for
+    PROM, the scrape endpoint. Subclasses name the dispatchers and the endpoint."""
+
+    log = Logger()
+    #: Who serves them, for the log line.
+    what = "server"
+
+    def __init__(self, reactor: Any, exporter_type: str | int | None) -> None:
+        self.reactor = reactor
+        self.exporter_type = MetricsExporterType.parse(exporter_type)
+        self.enabled = self.exporter_type is not MetricsExporterType.DISABLE
+        self.rpc = RpcLatency()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(FamiliesCollector(self.families))
+        self.http: MetricsHttpServer | None = None
+
+    def families(self) -> Iterator[Metric]:
+        raise NotImplementedError
+
+    def dispatchers(self) -> list[Any]:
+        """The dispatchers whose RPCs are observed."""
+        raise NotImplementedError
+
+    def endpoint(self) -> tuple[str, int]:
+        """Host and port of the scrape endpoint."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Observe the RPCs and, for PROM, listen for scrapes (a port in use raises)."""
+        if not self.enabled:
+            return
+        for dispatcher in self.dispatchers():
+            dispatcher.observer = self.rpc
+        if self.exporter_type is not MetricsExporterType.PROM:
+            self.log.warn("metricsExporterType={t}: rmqwire exports only PROM; metrics are recorded, "
+                          "not exported", t=self.exporter_type.name)
+            return
+        host, port = self.endpoint()
+        self.http = MetricsHttpServer(self.reactor, self.registry, host, port)
+        self.http.start()
+        self.log.info("{what} metrics served for Prometheus on {host}:{port}", what=self.what, host=host,
+                      port=self.http.port)
+
+    def stop(self) -> Any:
+        http, self.http = self.http, None
+        return http.stop() if http is not None else None
+
+    @property
+    def port(self) -> int | None:
+        return self.http.port if self.http is not None else None

@@ -20,25 +20,21 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
-from twisted.logger import Logger
 
 from rmqwire.codec.codes import LanguageCode, version_name
 from rmqwire.codec.java import now_ms
 from rmqwire.codec.message import PropertyKey
 from rmqwire.model import ConsumeType, PermName
-from rmqwire.remoting.metrics import RpcLatency, histogram_buckets
+from rmqwire.remoting.metrics import histogram_buckets
 from rmqwire.server.broker.topic_config import DLQ_PREFIX, RETRY_PREFIX
 from rmqwire.server.metrics import (
-    FamiliesCollector,
-    MetricsExporterType,
-    MetricsHttpServer,
+    ServerMetrics,
     parse_labels,
 )
 
@@ -105,25 +101,22 @@ def _version(ordinal: int) -> str:
         return str(ordinal)
 
 
-class BrokerMetrics:
+class BrokerMetrics(ServerMetrics):
     """The broker's metrics. ``enabled`` is false unless ``metricsExporterType`` asks for them;
     then nothing is measured on the hot path and nothing is served."""
 
-    log = Logger()
+    what = "broker"
 
     def __init__(self, broker: Broker, *, clock: Callable[[], int] = now_ms) -> None:
         self.broker = broker
         self._clock = clock
         b = broker.settings.broker
-        self.exporter_type = MetricsExporterType.parse(b.metrics_exporter_type)
-        self.enabled = self.exporter_type is not MetricsExporterType.DISABLE
         labels = parse_labels(b.metrics_label)
         if b.metrics_in_delta:
             labels["aggregation"] = "delta"
         labels.update(node_type="broker", cluster=b.broker_cluster_name, node_id=b.broker_name)
         #: Labels of every series (Java's LABEL_MAP, plus the exporter's scope label).
         self.common: dict[str, str] = {"otel_scope_name": _METER, **labels}
-        self.rpc = RpcLatency()
         # (topic, message type) -> [messages, bytes, size histogram counts..., +Inf, size sum]
         self._in: dict[tuple[str, str], list[int]] = {}
         # (topic, group) -> [messages, bytes]
@@ -132,36 +125,16 @@ class BrokerMetrics:
         self._commit: dict[str, int] = {}
         self._rollback: dict[str, int] = {}
         self._half: dict[str, int] = {}
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(FamiliesCollector(self.families))
-        self.http: MetricsHttpServer | None = None
+        super().__init__(broker.reactor, b.metrics_exporter_type)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Observe the RPCs and, for PROM, listen for scrapes (a port in use raises)."""
-        if not self.enabled:
-            return
-        for server in (self.broker.server, self.broker.fast_server):
-            if server is not None:
-                server.dispatcher.observer = self.rpc
-        if self.exporter_type is not MetricsExporterType.PROM:
-            self.log.warn("metricsExporterType={t}: rmqwire exports only PROM; metrics are recorded, "
-                          "not exported", t=self.exporter_type.name)
-            return
+    def dispatchers(self) -> list[Any]:
+        return [s.dispatcher for s in (self.broker.server, self.broker.fast_server) if s is not None]
+
+    def endpoint(self) -> tuple[str, int]:
         b = self.broker.settings.broker
-        host = b.metrics_prom_exporter_host or b.broker_ip1
-        self.http = MetricsHttpServer(self.broker.reactor, self.registry, host, b.metrics_prom_exporter_port)
-        self.http.start()
-        self.log.info("broker metrics served for Prometheus on {host}:{port}", host=host, port=self.http.port)
-
-    def stop(self) -> Any:
-        http, self.http = self.http, None
-        return http.stop() if http is not None else None
-
-    @property
-    def port(self) -> int | None:
-        return self.http.port if self.http is not None else None
+        return b.metrics_prom_exporter_host or b.broker_ip1, b.metrics_prom_exporter_port
 
     # ---- recording (reactor thread) --------------------------------------------------------------
 

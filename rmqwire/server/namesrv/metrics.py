@@ -15,15 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from twisted.logger import Logger
 
-from rmqwire.remoting.metrics import RpcLatency
 from rmqwire.server.metrics import (
-    FamiliesCollector,
-    MetricsExporterType,
-    MetricsHttpServer,
+    ServerMetrics,
     parse_labels,
 )
 
@@ -33,42 +28,22 @@ if TYPE_CHECKING:
 __all__ = ["NamesrvMetrics"]
 
 
-class NamesrvMetrics:
-    log = Logger()
+class NamesrvMetrics(ServerMetrics):
+    what = "NameServer"
 
     def __init__(self, namesrv: NameServer) -> None:
         self.namesrv = namesrv
         cfg = namesrv.settings.namesrv
-        self.exporter_type = MetricsExporterType.parse(cfg.metrics_exporter_type)
-        self.enabled = self.exporter_type is not MetricsExporterType.DISABLE
         self.labels = parse_labels(cfg.metrics_label)
-        self.rpc = RpcLatency()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(FamiliesCollector(self.families))
-        self.http: MetricsHttpServer | None = None
+        super().__init__(namesrv.reactor, cfg.metrics_exporter_type)
 
-    def start(self) -> None:
-        if not self.enabled:
-            return
-        self.namesrv.server.dispatcher.observer = self.rpc
-        if self.exporter_type is not MetricsExporterType.PROM:
-            self.log.warn("metricsExporterType={t}: rmqwire exports only PROM; metrics are recorded, "
-                          "not exported", t=self.exporter_type.name)
-            return
+    def dispatchers(self) -> list[Any]:
+        return [self.namesrv.server.dispatcher]
+
+    def endpoint(self) -> tuple[str, int]:
         cfg = self.namesrv.settings
-        host = cfg.namesrv.metrics_prom_exporter_host or cfg.server.bind_address
-        self.http = MetricsHttpServer(self.namesrv.reactor, self.registry, host,
-                                      cfg.namesrv.metrics_prom_exporter_port)
-        self.http.start()
-        self.log.info("NameServer metrics served for Prometheus on {host}:{port}", host=host, port=self.http.port)
-
-    def stop(self) -> Any:
-        http, self.http = self.http, None
-        return http.stop() if http is not None else None
-
-    @property
-    def port(self) -> int | None:
-        return self.http.port if self.http is not None else None
+        return (cfg.namesrv.metrics_prom_exporter_host or cfg.server.bind_address,
+                cfg.namesrv.metrics_prom_exporter_port)
 
     def families(self) -> Iterator[Metric]:
         common = {**self.labels, "node_type": "namesrv", "node_id": self.namesrv.address}
