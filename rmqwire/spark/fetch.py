@@ -63,13 +63,16 @@ _pullers: dict[tuple[int, Connection], QueuePuller] = {}
 
 
 def puller_for(conn: Connection) -> QueuePuller:
-    """This process's client for ``conn`` (keyed by pid too: a forked worker builds its own)."""
+    """This process's client for ``conn`` (keyed by pid too: a forked worker builds its own).
+
+    Each connection gets its own instance name: one client id is one client instance, whose
+    broker-name → address table would otherwise mix two clusters' ``broker-a``."""
     key = (os.getpid(), conn)
     with _lock:
         p = _pullers.get(key)
         if p is None:
             p = QueuePuller(READER_GROUP, namesrv_addr=conn.namesrv_addr,
-                            instance_name=f"rmqwire_spark_{os.getpid()}", **conn.client_options())
+                            instance_name=f"rmqwire_spark_{os.getpid()}_{len(_pullers)}", **conn.client_options())
             p.start()
             _pullers[key] = p
         return p

@@ -15,6 +15,7 @@ runs it), with the working directory in tmp_path (consumerStatus writes files th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -82,6 +83,12 @@ def norm_rates(text: str) -> str:
     """Times, rates, and the column widths they change: one token list per line."""
     return "\n".join(" ".join(FLOAT.sub("<f>", TIMER.sub("<n>-<n>(", norm_times(line))).split())
                       for line in text.splitlines())
+
+
+def scenario_rows(normalise: Callable[[str], str], topic: str, text: str) -> str:
+    """``normalise(text)`` with the rows of topics other than ``topic`` cut to their first column."""
+    return "\n".join(line if topic in line else line.split(" ", 1)[0]
+                     for line in normalise(text).splitlines())
 
 
 JAVA_TRACE = re.compile(r"^\s+at [\w$.]+\(|command failed|The sub command \S+ not exist|^usage: ",
@@ -268,6 +275,12 @@ def test_read_only_command_prints_what_mqadmin_prints(state: State, tmp_path: Pa
     assert java_ok(java), java.stdout + java.stderr
     assert ours.returncode == 0, ours.stderr
     assert ours.stderr == ""
+    if name == "statsAll":
+        # Every topic of the session's cluster is listed: other modules' rows can move between
+        # the two commands (an hourly stats sample, a late offset commit), so only this
+        # scenario's rows are compared in full and the others by topic name.
+        normalise = functools.partial(scenario_rows, normalise, state.topic)
+        assert state.topic in ours.stdout, ours.stdout
     same_output(java.stdout, ours.stdout, normalise)
     if args[0] == "consumerStatus" and "-i" not in args:  # both wrote the running info file
         (written,) = [p for p in tmp_path.rglob("*") if p.is_file()]
