@@ -61,6 +61,19 @@ class Env:
                                 timeout=self.timeout, wait=max(60.0, self.timeout * 12)).start()
         return self._admin
 
+    def producer(self, group: str, **options: Any) -> Any:
+        """An unstarted ``rmqwire.Producer`` signed and connected as this run's admin client
+        (``options``: more ``Producer`` options, e.g. ``instance_name``, ``unit_name``)."""
+        from rmqwire import Producer
+
+        if self.access_key:
+            options.update(access_key=self.access_key, secret_key=self.secret_key)
+        if self.tls:
+            options["use_tls"] = True
+        if not self.namesrv_addr:
+            raise CommandFailed(f"no NameServer address: give -n host:port or set {NAMESRV_ADDR_ENV}")
+        return Producer(group, namesrv_addr=self.namesrv_addr, **options)
+
     @property
     def namesrv_list(self) -> list[str]:
         return [a for a in (self.namesrv_addr or "").strip().split(";") if a]

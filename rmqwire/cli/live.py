@@ -34,19 +34,6 @@ DEFAULT_COUNT = 128
 TAIL_IDLE = 0.1
 
 
-def _producer(env: Env, group: str) -> Any:
-    from rmqwire import Producer
-
-    options: dict[str, Any] = {}
-    if env.access_key:
-        options.update(access_key=env.access_key, secret_key=env.secret_key)
-    if env.tls:
-        options["use_tls"] = True
-    if not env.namesrv_addr:
-        raise CommandFailed("no NameServer address: give -n host:port or set NAMESRV_ADDR")
-    return Producer(group, namesrv_addr=env.namesrv_addr, **options)
-
-
 # ---- sendMessage -------------------------------------------------------------------------------
 
 
@@ -69,7 +56,7 @@ def send_message(env: Env, topic: str, body: str, keys: str | None, tags: str | 
         return
     queue_id = parse_int(qid, "-i/--qid") if qid is not None else -1
     msg = Message(topic, body.encode("utf-8"), tags=tags, keys=keys)
-    producer = _producer(env, str(time.time_ns() // 1_000_000))
+    producer = env.producer(str(time.time_ns() // 1_000_000))
     producer.start()
     try:
         queue = MessageQueue(topic, broker, queue_id) if broker and queue_id > -1 else None
@@ -324,7 +311,7 @@ def produce(env: Env, topic: str, tags: str | None, keys: str | None,
         import os
 
         total_bytes = os.path.getsize(path)
-    producer = _producer(env, group or f"rmqadmin_produce_{time.time_ns() // 1_000_000}")
+    producer = env.producer(group or f"rmqadmin_produce_{time.time_ns() // 1_000_000}")
     sent = failed = batches = 0
     per_queue: dict[str, int] = {}
     producer.start()

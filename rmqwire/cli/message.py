@@ -7,16 +7,18 @@ Like mqadmin, the commands that show one message write its body to
 JSON documents: one message is {msgId, offsetMsgId, topic, tags, keys, queueId, queueOffset,
 commitLogOffset, reconsumeTimes, bornTimestamp, storeTimestamp, bornHost, storeHost, sysFlag,
 properties, bodyPath, body (with ``-f``), tracks: [{consumerGroup, trackType, exceptionDesc}]};
-``queryMsgById`` {"messages": [...]}; ``queryMsgByKey`` {"messages": [{msgId, queueId,
-queueOffset}]}; ``printMsg`` {"queues": [{queue, minOffset, maxOffset, messages: [...]}]};
-``printMsgByQueue`` {"messages": [...], "tags": {tag: count}}; ``queryCq`` the
-QueryConsumeQueueResponseBody tree.
+``queryMsgById`` {"messages": [...]}, with ``-s true`` {"resent": [{originalMsgId, sendResult:
+{sendStatus, msgId, offsetMsgId, brokerName, queueId, queueOffset}}]}; ``queryMsgByKey``
+{"messages": [{msgId, queueId, queueOffset}]}; ``printMsg`` {"queues": [{queue, minOffset,
+maxOffset, messages: [...]}]}; ``printMsgByQueue`` {"messages": [...], "tags": {tag: count}};
+``queryCq`` the QueryConsumeQueueResponseBody tree.
 """
 
 from __future__ import annotations
 
 import codecs
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +150,12 @@ def query_msg_by_id(env: Env, topic: str, msg_id: str, group: str | None, client
                 push_msg(env, cluster or None, group.strip(), client_id.strip(), topic, one.strip())
         return
     if send is not None:
-        raise CommandFailed("resending (-s) a message is not supported")
+        if parse_bool(send):
+            resend(env, cluster or None, topic, [m.strip() for m in msg_id.split(",") if m.strip()],
+                   unit)
+        elif env.json:
+            emit_json({"resent": []})
+        return
     body_charset = charset(body_format) if body_format is not None else None
     docs: list[dict[str, Any]] = []
     for one in msg_id.split(","):
@@ -157,6 +164,66 @@ def query_msg_by_id(env: Env, topic: str, msg_id: str, group: str | None, client
             print_message(env, msg, body_charset, docs)
     if env.json:
         emit_json({"messages": docs})
+
+
+#: The producer group mqadmin resends with.
+RESEND_GROUP = "ReSendMsgById"
+
+
+def resend(env: Env, cluster: str | None, topic: str, msg_ids: list[str], unit: str | None) -> None:
+    """Java ``sendMsg``: each message, looked up as ``-i`` finds it, is sent again as it is
+    stored (properties and UNIQ_KEY included: the new message keeps the original's msgId) by a
+    producer of group ReSendMsgById. An id that fails is reported on one line and the others
+    go on, as mqadmin goes on after printing the trace; the exit is then non-zero."""
+    from rmqwire.client.message import Message
+
+    producer = env.producer(RESEND_GROUP, instance_name=str(time.time_ns() // 1_000_000),
+                            unit_name=unit)
+    producer.start()
+    docs: list[dict[str, Any]] = []
+    failed: list[str] = []
+    try:
+        for one in msg_ids:
+            try:
+                msg = env.admin.view_message(topic, one, cluster)
+            except Exception as e:
+                failed.append(f"{one}: {e}")
+                continue
+            if msg is None:
+                if not env.json:
+                    out(printf("no message. msgId=%s", one))
+                docs.append({"originalMsgId": one, "sendResult": None})
+                continue
+            if not env.json:
+                out(printf("prepare resend msg. originalMsgId=%s", one))
+            try:
+                result = producer.send(Message.of(msg))
+            except Exception as e:
+                failed.append(f"{one}: {e}")
+                continue
+            if env.json:
+                docs.append({"originalMsgId": one, "sendResult": send_result_doc(result)})
+            else:
+                out(send_result_str(result))
+    finally:
+        producer.shutdown()
+    if env.json:
+        emit_json({"resent": docs})
+    if failed:
+        raise CommandFailed("resend failed: " + "; ".join(failed))
+
+
+def send_result_str(r: Any) -> str:
+    """Java 5.3.3 ``SendResult.toString``."""
+    return (f"SendResult [sendStatus={r.status.name}, msgId={jstr(r.msg_id)}, "
+            f"offsetMsgId={jstr(r.offset_msg_id)}, messageQueue={r.message_queue}, "
+            f"queueOffset={r.queue_offset}, recallHandle={jstr(r.recall_handle)}]")
+
+
+def send_result_doc(r: Any) -> dict[str, Any]:
+    return {"sendStatus": r.status.name, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
+            "brokerName": r.message_queue.broker_name, "queueId": r.message_queue.queue_id,
+            "queueOffset": r.queue_offset}
 
 
 def push_msg(env: Env, cluster: str | None, group: str, client_id: str, topic: str, msg_id: str) -> None:

@@ -476,6 +476,71 @@ def test_send_message(state: State, tmp_path: Path) -> None:
     assert refused.stdout == "Broker name must be set if the queue is chosen!"
 
 
+#: a resend's new message: its offset id and queue offset differ by nature.
+RESENT = re.compile(r"offsetMsgId=([0-9A-F]{32}), messageQueue=MessageQueue \[topic=(\S+), "
+                    r"brokerName=(\S+), queueId=(\d+)\], queueOffset=(\d+)")
+
+
+def norm_resend(text: str) -> str:
+    return RESENT.sub(r"offsetMsgId=<id>, messageQueue=MessageQueue [topic=\2, brokerName=\3, "
+                      r"queueId=\4], queueOffset=<n>", text)
+
+
+def _resend_topic(cluster: Any) -> tuple[str, str, str]:
+    """A one-queue topic with one message sent by mqadmin: (topic, msgId, offsetMsgId)."""
+    topic = f"RmqadminResend_{uuid.uuid4().hex[:6]}"
+    run_mqadmin(cluster, "updateTopic", "-c", cluster.cluster_name, "-t", topic, "-r", "1", "-w",
+                "1").check()
+    sent = run_mqadmin(cluster, "sendMessage", "-t", topic, "-p", "resend me", "-k", "rk", "-c",
+                       "TagR").check()
+    uniq = sent.stdout.splitlines()[1].split()[-1]
+    found = rmqadmin(cluster.namesrv_addr, "queryMsgById", "-t", topic, "-i", uniq, "--json")
+    assert found.returncode == 0, found.stderr
+    return topic, uniq, json.loads(found.stdout)["messages"][0]["offsetMsgId"]
+
+
+def _assert_resent(cluster: Any, topic: str, uniq: str, stdout: str) -> None:
+    """The new message is on the broker, read back by mqadmin: the original's topic, tags, keys,
+    body and UNIQ_KEY (the resend keeps the message id)."""
+    new_id = RESENT.search(stdout).group(1)  # type: ignore[union-attr]
+    seen = run_mqadmin(cluster, "queryMsgById", "-t", topic, "-i", new_id, "-f", "UTF-8",
+                       version="5.3.3")  # 4.9.7's has no -f
+    assert java_ok(seen), seen.stdout + seen.stderr
+    assert f"OffsetID:            {new_id}\n" in seen.stdout
+    for line in ("Tags:                [TagR]", "Keys:                [rk]",
+                 "Message Body:        resend me"):
+        assert line in seen.stdout, seen.stdout
+    assert f"UNIQ_KEY={uniq}" in seen.stdout
+
+
+def test_query_msg_by_id_resends(state: State, tmp_path: Path) -> None:
+    """queryMsgById -s true: both tools look the message up (by offset id, by unique key with a
+    unit name) and send it again as stored; the same text but for the new offset id and queue
+    offset, and the copies are on the broker. -s false does nothing, in either tool."""
+    topic, uniq, offset_id = _resend_topic(state.cluster)
+    for ident, extra in ((offset_id, []), (uniq, ["-u", "unitR"])):
+        java, ours = both(state.cluster, tmp_path, "queryMsgById", "-t", topic, "-i", ident, "-s",
+                          "true", *extra)
+        assert java_ok(java), java.stdout + java.stderr
+        assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+        assert ours.stdout.startswith(f"prepare resend msg. originalMsgId={ident}SendResult "
+                                      f"[sendStatus=SEND_OK, msgId={uniq}, ")
+        same_output(java.stdout, ours.stdout, norm_resend)
+        _assert_resent(state.cluster, topic, uniq, java.stdout)
+        _assert_resent(state.cluster, topic, uniq, ours.stdout)
+    java, ours = both(state.cluster, tmp_path, "queryMsgById", "-t", topic, "-i", uniq, "-s",
+                      "false")
+    assert java_ok(java) and ours.returncode == 0 and ours.stdout == java.stdout == ""
+
+    def five() -> bool:  # the original and 4 copies, found by their key
+        rows = rmqadmin(state.namesrv, "queryMsgByKey", "-t", topic, "-k", "rk").stdout
+        return len(rows.splitlines()) == 6
+
+    _wait(five, "the original message and its 4 copies by key")
+    bad = rmqadmin(state.namesrv, "queryMsgById", "-t", topic, "-i", "ZZ-not-an-id", "-s", "true")
+    assert "NO_MESSAGE (208)" in assert_one_line_error(bad, code=1)
+
+
 @pytest.mark.parametrize("args", [["-c", "3"], ["-b", "{broker}", "-i", "1", "-o", "0"],
                                   ["-b", "{broker}", "-i", "2"], ["-c", "0"], ["-i", "1"]],
                          ids=["count", "queue+offset", "queue", "bad count", "queue no broker"])
@@ -747,6 +812,26 @@ def test_v4_cluster_same_output(reference_cluster_v4: Any, v4_topic: str, tmp_pa
             assert tps.startswith("Topic Put TPS: ")
             text += "\n"
         same_output(java4.stdout, text, normalise)
+
+
+@pytest.mark.slow
+def test_v4_cluster_resend(reference_cluster_v4: Any, tmp_path: Path) -> None:
+    """queryMsgById -s true against 4.9.7: rmqadmin prints what 5.3.3's mqadmin prints, which is
+    4.9.7's text plus SendResult's recallHandle (new in 5.x). 4.9.7's mqadmin has no -t and finds
+    the message by offset id only."""
+    c = reference_cluster_v4
+    topic, uniq, offset_id = _resend_topic(c)
+    args = ("queryMsgById", "-t", topic, "-i", offset_id, "-s", "true")
+    java5 = run_mqadmin(c.namesrv_addr, *args, version="5.3.3")
+    java4 = run_mqadmin(c, "queryMsgById", "-i", offset_id, "-s", "true")  # 4.9.7: no -t
+    ours = rmqadmin(c.namesrv_addr, *args, cwd=tmp_path)
+    assert java_ok(java5) and java_ok(java4), java5.stdout + java4.stdout + java4.stderr
+    assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+    same_output(java5.stdout, ours.stdout, norm_resend)
+    assert ours.stdout.endswith(", recallHandle=null]")
+    same_output(java4.stdout, ours.stdout.replace(", recallHandle=null]", "]"), norm_resend)
+    for text in (java5.stdout, java4.stdout, ours.stdout):
+        _assert_resent(c, topic, uniq, text)
 
 
 # ---- rmqwire's own NameServer (an official broker registers with it) ------------------------------
