@@ -336,6 +336,59 @@ def test_wire_answers_equal_the_official_brokers(twins: Twins, read_only: Any) -
     assert ours["who"] == sorted([twins.group, twins.topic])
 
 
+#: A topic and a group whose %RETRY% topic share a bucket of a 16-bin Java hash table (String
+#: hashCode, spread), so mqadmin prints them in the order the broker's JSON lists them; the Java
+#: broker lists the topic first (its heartbeat HashSet<SubscriptionData> iterates it first), the
+#: reverse of their sorted order. Issue 12's failing suffix (AdmT_/AdmG_88058b88) is the same case.
+COLLIDING_TOPIC, COLLIDING_GROUP = "AdmOrdT_02003", "AdmOrdG_02003"
+
+
+def test_consumer_connection_lists_colliding_subscriptions_in_the_official_order(twins: Twins) -> None:
+    """GET_CONSUMER_CONNECTION_LIST's subscriptionTable in the official broker's JSON order, and
+    ``mqadmin consumerConnection`` printing the same, for subscriptions that collide in mqadmin's
+    hash table (where that order shows)."""
+    from rmqwire.admin import Admin
+    from rmqwire.errors import RmqwireError
+    from tools.reference import wire
+
+    topic, group, retry = COLLIDING_TOPIC, COLLIDING_GROUP, f"%RETRY%{COLLIDING_GROUP}"
+
+    def both_subscribed(side: Side) -> Callable[[], bool]:
+        def probe() -> bool:
+            try:
+                with Admin(side.namesrv_addr, timeout=10) as admin:
+                    conn = admin.examine_consumer_connection_info(group)
+            except RmqwireError:
+                return False
+            return set(conn.subscription_table or {}) == {topic, retry}
+        return probe
+
+    consumers = []
+    try:
+        for side in twins.sides:
+            create_topic(side.broker_addr, topic, queues=QUEUES, namesrv_addr=side.namesrv_addr)
+            consumers.append(side.peer.start_consumer(topic, 1_000_000, group=group, timeout_ms=600_000))
+        for side, consumer in zip(twins.sides, consumers, strict=True):
+            consumer.wait_started(timeout=180)
+            _wait(both_subscribed(side), f"{side.name}: the group's two subscriptions")
+        keys, printed = [], []
+        for side in twins.sides:
+            raw = wire.request(side.broker_addr, 203, {"consumerGroup": group}, timeout=10)
+            assert raw.code == 0, raw.remark
+            keys.append(list(wire.loads_fastjson(raw.body)["subscriptionTable"]))
+            (result,) = side.mqadmin(["consumerConnection", "-g", group])
+            assert java_ok(result), result.stdout + result.stderr
+            printed.append(normalise(result.stdout))
+    finally:
+        for consumer in consumers:
+            consumer.stop()
+    official_keys, our_keys = keys
+    assert official_keys == [topic, retry]  # the case this test is about (not String order)
+    assert our_keys == official_keys
+    assert printed[1] == printed[0]
+    assert printed[0].index(topic) < printed[0].index(retry)
+
+
 # ---- mutating commands -------------------------------------------------------------------------
 
 

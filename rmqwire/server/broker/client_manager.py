@@ -21,6 +21,7 @@ from rmqwire.codec.commands.consumer import NotifyConsumerIdsChanged
 from rmqwire.codec.commands.heartbeat import SubscriptionData
 from rmqwire.codec.java import now_ms
 from rmqwire.model import ConsumeFromWhere, ConsumeType, MessageModel
+from rmqwire.server.broker.subscription_order import heartbeat_order
 
 __all__ = [
     "ClientChannelInfo",
@@ -89,10 +90,11 @@ class ConsumerGroupInfo:
 
     def update_subscription(self, subs: Iterable[SubscriptionData], now: int) -> bool:
         """True when a topic was added or removed (a newer version of a topic replaces the old one
-        without counting as a change, as in Java)."""
+        without counting as a change, as in Java). New topics go in in Java's order (see
+        subscription_order), which mqadmin consumerConnection can show."""
         updated = False
         topics = set()
-        for sub in subs:
+        for sub in heartbeat_order(subs):
             topic = sub.topic or ""
             topics.add(topic)
             old = self.subscription_table.get(topic)

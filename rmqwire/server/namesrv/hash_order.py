@@ -66,6 +66,14 @@ def concurrent_initial(initial_capacity: int) -> int:
     return cap
 
 
+def concurrent_putall_capacity(size: int) -> int:
+    """Table size of ``new ConcurrentHashMap<>()`` after ``putAll`` of ``size`` entries: tryPresize
+    allocates the table for size * 1.5 + 1, finds it below its target still and doubles it once
+    (8 bins for 2 entries)."""
+    cap = concurrent_initial(size)
+    return cap if size == 0 else 2 * cap
+
+
 def java_order(
     keys: Iterable[K], capacity: int, hash_fn: Callable[[K], int] = java_string_hash  # type: ignore[assignment]
 ) -> list[K]:

@@ -110,6 +110,7 @@ from rmqwire.errors import CodecError, for_code
 from rmqwire.model import MessageQueue, TopicFilterType
 from rmqwire.remoting.dispatcher import Processor, RequestContext
 from rmqwire.server.broker.config import UPDATABLE_KEYS
+from rmqwire.server.broker.subscription_order import connection_order
 from rmqwire.server.broker.topic_config import new_topic_config, validate_topic
 from rmqwire.server.namesrv.config import parse_properties
 from rmqwire.server.store import BoundaryType
@@ -579,11 +580,12 @@ class AdminBrokerProcessor(Processor):
             raise for_code(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
         conn = ConsumerConnection(
             connection_set=[_connection(c) for c in info.channel_info_table.values()],
-            subscription_table=dict(info.subscription_table),
+            subscription_table=connection_order(info.subscription_table),
             consume_type=info.consume_type, message_model=info.message_model,
             consume_from_where=info.consume_from_where,
         )
-        return conn
+        # fastjson2 writes the map in its own order, which mqadmin's shows (not key order)
+        return conn.encode(standard=False)
 
     @GetProducerConnectionList.responder
     def get_producer_connection_list(self, header: GetProducerConnectionListRequestHeader, body: Any,

@@ -26,6 +26,7 @@ from rmqwire.codec import (
 from rmqwire.codec.commands.admin import (
     GetBrokerConfig,
     GetBrokerRuntimeInfo,
+    GetConsumerConnectionList,
     SubscriptionGroupConfig,
     UpdateAndCreateSubscriptionGroup,
     UpdateBrokerConfig,
@@ -351,14 +352,15 @@ def test_consumer_offsets(h: Harness) -> None:
 # --------------------------------------------------------------------------- client tables
 
 
-def _heartbeat(h: Harness, client_id: str, channel: FakeChannel, group: str = "cg", topic: str = "TH") -> RemotingCommand:
+def _heartbeat(h: Harness, client_id: str, channel: FakeChannel, group: str = "cg", topic: str = "TH",
+               topics: tuple[str, ...] = ()) -> RemotingCommand:
     data = HeartbeatData(
         client_id=client_id,
         producer_data_set=[ProducerData(group_name="pg")],
         consumer_data_set=[ConsumerData(
             group_name=group, consume_type=ConsumeType.CONSUME_PASSIVELY,
             message_model=MessageModel.CLUSTERING, consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            subscription_data_set=[build_subscription_data(topic, "*")])],
+            subscription_data_set=[build_subscription_data(t, "*") for t in topics or (topic,)])],
     )
     return h.answer(HeartBeat, body=data, channel=channel)
 
@@ -386,6 +388,18 @@ def test_heartbeats_and_notify_consumer_ids_changed(h: Harness) -> None:
     r = h.answer(GetConsumerListByGroup, consumer_group="cg")
     assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "no consumer for this group, cg")
     assert "pg" in h.broker.producer_manager.group_channel_table
+
+
+def test_consumer_connection_lists_subscriptions_in_javas_json_order(h: Harness) -> None:
+    """issue 12: the topic and its group's %RETRY% topic share a bin of mqadmin's hash table, so
+    it prints them in the body's order: the Java broker's (topic first, from the heartbeat's
+    HashSet), not the client's nor String order."""
+    topic, group = "AdmT_88058b88", "AdmG_88058b88"
+    h.create_topic(topic)
+    _heartbeat(h, "10.0.0.1@a", h.channel, group=group, topics=(f"%RETRY%{group}", topic))
+    r = h.answer(GetConsumerConnectionList, consumer_group=group)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert list(fastjson.loads(r.body)["subscriptionTable"]) == [topic, f"%RETRY%{group}"]
 
 
 # --------------------------------------------------------------------------- admin
