@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from rmqwire.codec.java import java_string_hash
+from rmqwire.codec.java import concurrent_hashmap_transfer, java_string_hash
 from rmqwire.model import MessageQueue
 
 K = TypeVar("K", bound=Hashable)
@@ -122,33 +122,10 @@ def concurrent_hashmap_order(
         table[h & (n - 1)].append((h, k))
         count += 1
         while count >= size_ctl:
-            table = _transfer(table, n)
+            table = concurrent_hashmap_transfer(table, n)
             n <<= 1
             size_ctl = n - (n >> 2)  # Java: (old << 1) - (old >>> 1)
     return [k for bin_ in table for _, k in bin_]
-
-
-def _transfer(table: list[list[tuple[int, Any]]], n: int) -> list[list[tuple[int, Any]]]:
-    new: list[list[tuple[int, Any]]] = [[] for _ in range(2 * n)]
-    for i, bin_ in enumerate(table):
-        if not bin_:
-            continue
-        run_bit = bin_[0][0] & n
-        last_run = 0
-        for j in range(1, len(bin_)):
-            b = bin_[j][0] & n
-            if b != run_bit:
-                run_bit, last_run = b, j
-        lo: list[tuple[int, Any]] = []
-        hi: list[tuple[int, Any]] = []
-        if run_bit == 0:
-            lo = list(bin_[last_run:])
-        else:
-            hi = list(bin_[last_run:])
-        for node in bin_[:last_run]:
-            (lo if node[0] & n == 0 else hi).insert(0, node)
-        new[i], new[i + n] = lo, hi
-    return new
 
 
 def ordered(mapping: Mapping[K, Any], keys: list[K]) -> dict[K, Any]:

@@ -3,7 +3,8 @@
 - fastjson's string escaping (``SerializeWriter`` default features, and BrowserCompatible);
 - ``Double.toString``;
 - ``String.compareTo`` order as a sort key, and ``String.hashCode``;
-- ``System.currentTimeMillis``.
+- ``System.currentTimeMillis``;
+- a ``ConcurrentHashMap`` resize (its bins' new order), for the server's and the CLI's orders.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import re
 import struct
 import time
+from typing import Any
 
 __all__ = [
     "FASTJSON_BROWSER_ESCAPES",
@@ -20,11 +22,15 @@ __all__ = [
     "FASTJSON_ESCAPES",
     "FASTJSON_NEEDS_ESCAPE",
     "fastjson_quote",
+    "concurrent_hashmap_transfer",
     "java_double_str",
     "java_string_hash",
     "java_string_sort_key",
     "now_ms",
 ]
+
+#: A bin of a hash table model: (spread hash, key) in iteration order.
+Bin = list[tuple[int, Any]]
 
 # ---- fastjson string escaping ---------------------------------------------------------------------
 
@@ -145,3 +151,34 @@ def java_str(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+# ---- ConcurrentHashMap resize ---------------------------------------------------------------------
+
+
+def concurrent_hashmap_transfer(table: list[Bin], n: int) -> list[Bin]:
+    """The 2n bins a ``ConcurrentHashMap`` resize (JDK 9+ ``transfer``) makes of ``table``'s n.
+
+    Unlike HashMap's, it moves the nodes of a bin ahead of its "last run" (the longest tail going
+    to one side) in reverse order, so a map's order depends on the history of its resizes.
+    """
+    new: list[Bin] = [[] for _ in range(2 * n)]
+    for i, bin_ in enumerate(table):
+        if not bin_:
+            continue
+        run_bit = bin_[0][0] & n
+        last_run = 0
+        for j in range(1, len(bin_)):
+            b = bin_[j][0] & n
+            if b != run_bit:
+                run_bit, last_run = b, j
+        lo: Bin = []
+        hi: Bin = []
+        if run_bit == 0:
+            lo = list(bin_[last_run:])
+        else:
+            hi = list(bin_[last_run:])
+        for node in bin_[:last_run]:
+            (lo if node[0] & n == 0 else hi).insert(0, node)
+        new[i], new[i + n] = lo, hi
+    return new

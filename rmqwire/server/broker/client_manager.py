@@ -22,6 +22,7 @@ from rmqwire.codec.commands.heartbeat import SubscriptionData
 from rmqwire.codec.java import now_ms
 from rmqwire.model import ConsumeFromWhere, ConsumeType, MessageModel
 from rmqwire.server.broker.subscription_order import heartbeat_order
+from rmqwire.server.namesrv.hash_order import ConcurrentHashMapBins
 
 __all__ = [
     "ClientChannelInfo",
@@ -54,6 +55,8 @@ class ConsumerGroupInfo:
     consume_from_where: ConsumeFromWhere | None = None
     channel_info_table: dict[Any, ClientChannelInfo] = dataclasses.field(default_factory=dict)
     subscription_table: dict[str, SubscriptionData] = dataclasses.field(default_factory=dict)
+    #: The subscription table's topics as Java's ConcurrentHashMap holds them (its order).
+    subscription_bins: ConcurrentHashMapBins = dataclasses.field(default_factory=ConcurrentHashMapBins)
     last_update_timestamp: int = 0
 
     def all_client_ids(self) -> list[str]:
@@ -88,6 +91,10 @@ class ConsumerGroupInfo:
         old.last_update_timestamp = now
         return updated
 
+    def put_subscription(self, topic: str, sub: SubscriptionData) -> None:
+        self.subscription_table[topic] = sub
+        self.subscription_bins.put(topic)
+
     def update_subscription(self, subs: Iterable[SubscriptionData], now: int) -> bool:
         """True when a topic was added or removed (a newer version of a topic replaces the old one
         without counting as a change, as in Java). New topics go in in Java's order (see
@@ -99,12 +106,13 @@ class ConsumerGroupInfo:
             topics.add(topic)
             old = self.subscription_table.get(topic)
             if old is None:
-                self.subscription_table[topic] = sub
+                self.put_subscription(topic, sub)
                 updated = True
             elif sub.sub_version > old.sub_version:
-                self.subscription_table[topic] = sub
+                self.put_subscription(topic, sub)
         for topic in [t for t in self.subscription_table if t not in topics]:
             del self.subscription_table[topic]
+            self.subscription_bins.remove(topic)
             updated = True
         self.last_update_timestamp = now
         return updated
@@ -149,7 +157,7 @@ class ConsumerManager:
         info = self.compensation_table.get(group)
         if info is None:
             info = self.compensation_table[group] = ConsumerGroupInfo(group)
-        info.subscription_table[topic] = sub
+        info.put_subscription(topic, sub)
 
     def register_consumer(
         self, group: str, info: ClientChannelInfo, consume_type: ConsumeType | None,

@@ -14,8 +14,8 @@ three hash tables, replayed here:
    ``ConcurrentHashMap`` presizes it (8 bins for 2 entries) and fills it in the group
    table's iteration order; fastjson2 writes it in its own iteration order (map keys unsorted).
 
-Not modelled: a group table that once held 12+ subscriptions (a resized ConcurrentHashMap
-reverses part of a bin, and keeps its size when topics leave).
+The group's map is modelled bin by bin (``ConsumerGroupInfo.subscription_bins``): once it held
+12 topics it has grown, and a ConcurrentHashMap resize reverses part of a bin.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from collections.abc import Iterable, Mapping
 from rmqwire.codec.commands.heartbeat import SubscriptionData
 from rmqwire.codec.java import java_string_hash
 from rmqwire.server.namesrv.hash_order import (
-    concurrent_capacity,
     concurrent_putall_capacity,
     hashmap_order,
     java_order,
@@ -59,8 +58,9 @@ def heartbeat_order(subs: Iterable[SubscriptionData]) -> list[SubscriptionData]:
     return hashmap_order(subs, subscription_hash)
 
 
-def connection_order(table: Mapping[str, SubscriptionData]) -> dict[str, SubscriptionData]:
-    """The group's subscription table (topics in the order they were put) in the order the
-    Java broker's GET_CONSUMER_CONNECTION_LIST body lists it (step 2)."""
-    group_table = java_order(table, concurrent_capacity(len(table)))
-    return {topic: table[topic] for topic in java_order(group_table, concurrent_putall_capacity(len(table)))}
+def connection_order(table: Mapping[str, SubscriptionData],
+                     group_order: Iterable[str]) -> dict[str, SubscriptionData]:
+    """The group's subscription table, whose topics Java's map iterates in ``group_order``
+    (``ConsumerGroupInfo.subscription_bins``), in the order the Java broker's
+    GET_CONSUMER_CONNECTION_LIST body lists it (step 2)."""
+    return {topic: table[topic] for topic in java_order(group_order, concurrent_putall_capacity(len(table)))}

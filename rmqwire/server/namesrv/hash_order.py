@@ -10,10 +10,10 @@ table of 64+) are not modelled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from rmqwire.codec.java import java_string_hash
+from rmqwire.codec.java import Bin, concurrent_hashmap_transfer, java_string_hash
 
 K = TypeVar("K")
 
@@ -72,6 +72,47 @@ def concurrent_putall_capacity(size: int) -> int:
     (8 bins for 2 entries)."""
     cap = concurrent_initial(size)
     return cap if size == 0 else 2 * cap
+
+
+class ConcurrentHashMapBins:
+    """The bins of a ``new ConcurrentHashMap<String, ?>()`` under puts and removes, for its
+    iteration order where history matters: 16 bins, doubled when 3/4 full and never shrunk; a
+    resize reverses part of a bin (``concurrent_hashmap_transfer``)."""
+
+    __slots__ = ("_count", "_table")
+
+    def __init__(self) -> None:
+        self._table: list[Bin] = [[] for _ in range(_MIN_CAPACITY)]
+        self._count = 0
+
+    def _bin(self, key: str) -> tuple[int, Bin]:
+        h = _bucket(java_string_hash(key), 1 << 31)  # spread, HASH_BITS
+        return h, self._table[h & (len(self._table) - 1)]
+
+    def put(self, key: str) -> None:
+        """A put of an absent key (a present one keeps its place)."""
+        h, bin_ = self._bin(key)
+        if any(k == key for _, k in bin_):
+            return
+        bin_.append((h, key))
+        self._count += 1
+        n = len(self._table)
+        if self._count >= n - (n >> 2):
+            self._table = concurrent_hashmap_transfer(self._table, n)
+
+    def remove(self, key: str) -> None:
+        _, bin_ = self._bin(key)
+        for i, (_, k) in enumerate(bin_):
+            if k == key:
+                del bin_[i]
+                self._count -= 1
+                return
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for bin_ in self._table for _, k in bin_)
+
+    def __len__(self) -> int:
+        return self._count
 
 
 def java_order(

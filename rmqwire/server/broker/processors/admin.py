@@ -580,7 +580,7 @@ class AdminBrokerProcessor(Processor):
             raise for_code(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
         conn = ConsumerConnection(
             connection_set=[_connection(c) for c in info.channel_info_table.values()],
-            subscription_table=connection_order(info.subscription_table),
+            subscription_table=connection_order(info.subscription_table, info.subscription_bins),
             consume_type=info.consume_type, message_model=info.message_model,
             consume_from_where=info.consume_from_where,
         )

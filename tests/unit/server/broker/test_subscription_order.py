@@ -44,7 +44,7 @@ def _listed(*heartbeats: list[tuple[str, str]]) -> list[str]:
             sub.sub_version, version = version, version + 1
             subs.append(sub)
         info.update_subscription(subs, 0)
-    return list(connection_order(info.subscription_table))
+    return list(connection_order(info.subscription_table, info.subscription_bins))
 
 
 @pytest.mark.parametrize(("heartbeats", "java"), [
@@ -64,6 +64,11 @@ def _listed(*heartbeats: list[tuple[str, str]]) -> list[str]:
     ([[("TA", "*"), ("TB", "*"), ("TC", "TagA"), ("%RETRY%G", "*")],
       [("TB", "*"), ("TC", "TagB"), ("TD", "*"), ("%RETRY%G", "*"), ("TE", "*")]],
      ["TD", "TE", "%RETRY%G", "TB", "TC"]),
+    # 14 topics grew the group's map to 32 bins; it keeps them when 4 of 5 topics leave
+    ([[(t, "*") for t in ("Topic35", "Topic36", "Topic68", "Topic70", "Topic55", "%RETRY%G", "Topic09", "Topic44",
+                          "Topic47", "Topic32", "Topic06", "Topic30", "Topic13", "Topic76")],
+      [(t, "*") for t in ("Topic68", "Topic09", "Topic44", "Topic88", "Topic70")]],
+     ["Topic68", "Topic09", "Topic70", "Topic44", "Topic88"]),
 ])
 def test_consumer_connection_lists_the_group_as_java(heartbeats: list[list[tuple[str, str]]],
                                                      java: list[str]) -> None:
