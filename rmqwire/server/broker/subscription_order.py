@@ -4,7 +4,7 @@
 iterating the ConcurrentHashMap it decodes it into: subscriptions in different bins come out in
 bin order whatever the body says, but those sharing a bin (a topic and its group's ``%RETRY%``
 topic, 1 time in 16) come out in the body's JSON order. The Java broker's JSON order is made by
-three hash tables, replayed here:
+these hash tables, replayed here:
 
 1. HEART_BEAT: fastjson2 decodes the subscriptionDataSet into a ``HashSet<SubscriptionData>``
    (``SubscriptionData.hashCode``, not the JSON order) and ``ConsumerGroupInfo.updateSubscription``

@@ -4,8 +4,9 @@ A Java client keeps the order of the lists it receives (``queueDatas``, ``broker
 ``mqadmin topicRoute`` prints them, so rmqwire lists a topic's brokers in the order the official
 NameServer's ``HashMap`` / ``HashSet`` would. Java iterates a hash table bucket by bucket; the
 bucket of a key is ``spread(hashCode) & (capacity - 1)`` and a bucket keeps insertion order
-(resizing splits buckets without reordering them). Treeified buckets (8+ colliding keys in a
-table of 64+) are not modelled.
+(a HashMap's resize splits buckets without reordering them; a ConcurrentHashMap's reverses part of
+one: ``ConcurrentHashMapBins``). Treeified buckets (8+ colliding keys in a table of 64+) are not
+modelled.
 """
 
 from __future__ import annotations
