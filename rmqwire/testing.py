@@ -66,15 +66,18 @@ class RmqwireCluster:
             call(self.standalone.stopService, timeout=TIMEOUT)
 
 
-def start_cluster(store_dir: str | Path, **broker_properties: str) -> RmqwireCluster:
+def start_cluster(store_dir: str | Path, *, namesrv_properties: dict[str, str] | None = None,
+                  **broker_properties: str) -> RmqwireCluster:
     """Start a NameServer + Broker in this process (free loopback ports, store in ``store_dir``).
-    ``broker_properties`` are broker.conf keys (e.g. ``flushDiskType="SYNC_FLUSH"``)."""
+    ``broker_properties`` are broker.conf keys (e.g. ``flushDiskType="SYNC_FLUSH"``),
+    ``namesrv_properties`` namesrv.conf keys."""
     from rmqwire.client.blocking import call, ensure_reactor
     from rmqwire.server.standalone import Standalone, StandaloneOptions
 
     reactor = ensure_reactor()
     options = StandaloneOptions(namesrv_port=0, broker_port=0, store_dir=Path(store_dir),
-                                broker_properties=dict(broker_properties))
+                                broker_properties=dict(broker_properties),
+                                namesrv_properties=dict(namesrv_properties or {}))
     standalone = call(Standalone, reactor, options, timeout=TIMEOUT)
     call(standalone.startService, timeout=TIMEOUT)
     try:

@@ -15,6 +15,7 @@ prints against our broker too.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import os
 import re
@@ -156,8 +157,12 @@ def _client_id(side: Side, group: str) -> str:
 def twins(reference_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twins]:
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"AdmT_{suffix}", f"AdmG_{suffix}"
+    # updateNamesrvConfig / updateBrokerConfig are refused unless enabled, then allowed for safe
+    # keys only (an rmqwire safeguard: remote config updates were CVE-2023-37582 and -33246)
     ours_cluster = start_cluster(tmp_path_factory.mktemp("admin-broker") / "store",
-                                 brokerName=BROKER_NAME, brokerIP1="127.0.0.1")
+                                 namesrv_properties={"enableUpdateNamesrvConfig": "true"},
+                                 brokerName=BROKER_NAME, brokerIP1="127.0.0.1",
+                                 enableUpdateBrokerConfig="true")
     official = Side("official", reference_cluster.namesrv_addr, reference_cluster.broker_addr,
                     reference_cluster.cluster_name, reference_cluster.version)
     ours = Side("rmqwire", ours_cluster.namesrv_addr, ours_cluster.broker_addr,
@@ -489,3 +494,171 @@ def test_consumers_follow_reset_pushed_by_our_broker(tmp_path: Path) -> None:
         peer.close()
         consumer.shutdown()
         cluster.stop()
+
+
+# ---- rmqadmin's mutating commands against our NameServer and Broker -------------------------------
+
+#: How a step runs. TWIN: mqadmin on resource A, rmqadmin on its twin B (our servers), and mqadmin
+#: on A at the official cluster; all three print the same (B read as A). READ: mqadmin reads A and
+#: B back from our servers (and A from the official one): what rmqadmin changed equals what
+#: mqadmin changed. SAME: the same command by both tools on our servers (cluster-wide settings,
+#: which the shared official cluster cannot take).
+TWIN, READ, SAME = "twin", "read", "same"
+RETRY_POLICY = '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000}}'
+#: {t} the twin topic, {g} the twin group; {c} cluster, {b} broker address, {bn} broker name,
+#: {src} / {topic} the scenario's group and topic.
+MUTATING: list[tuple[str, list[str]]] = [
+    (TWIN, ["updateTopic", "-c", "{c}", "-t", "{t}", "-r", "3", "-w", "5"]),
+    (READ, ["topicRoute", "-t", "{t}", "-l"]),
+    (TWIN, ["updateTopic", "-b", "{b}", "-t", "{t}", "-o", "true", "-w", "1", "-r", "1"]),
+    (TWIN, ["updateOrderConf", "-t", "{t}", "-m", "get"]),
+    (TWIN, ["updateTopicPerm", "-c", "{c}", "-t", "{t}", "-p", "4"]),
+    (READ, ["topicRoute", "-t", "{t}", "-l"]),
+    (TWIN, ["updateTopicPerm", "-b", "{b}", "-t", "{t}", "-p", "6"]),
+    (TWIN, ["updateTopicPerm", "-b", "{b}", "-t", "{t}", "-p", "6"]),  # "new perm equals ..."
+    (READ, ["topicRoute", "-t", "{t}"]),
+    (TWIN, ["updateOrderConf", "-t", "{t}", "-m", "put", "-v", "{bn}:4"]),
+    (READ, ["updateOrderConf", "-t", "{t}", "-m", "get"]),
+    (TWIN, ["updateOrderConf", "-t", "{t}", "-m", "delete"]),
+    # one write queue: the resend below lands where the send did, in all three
+    (TWIN, ["sendMessage", "-t", "{t}", "-p", "hello", "-k", "{t}", "-c", "TagS", "-b", "{bn}",
+            "-i", "0"]),
+    (READ, ["queryMsgByOffset", "-t", "{t}", "-b", "{bn}", "-i", "0", "-o", "0"]),
+    (TWIN, ["queryMsgById", "-t", "{t}", "-i", "{id}", "-s", "true"]),  # {id}: the message sent
+    (READ, ["queryMsgByKey", "-t", "{t}", "-k", "{t}"]),
+    (TWIN, ["updateSubGroup", "-c", "{c}", "-g", "{g}", "-r", "5", "-q", "2", "-p", RETRY_POLICY,
+            "-d", "true"]),
+    (READ, ["getConsumerConfig", "-g", "{g}"]),
+    (TWIN, ["updateSubGroup", "-b", "{b}", "-g", "{g}", "-s", "false"]),
+    (READ, ["getConsumerConfig", "-g", "{g}"]),
+    (TWIN, ["deleteSubGroup", "-b", "{b}", "-g", "{g}", "-r", "true"]),
+    (READ, ["getConsumerConfig", "-g", "{g}"]),
+    (TWIN, ["updateSubGroup", "-b", "{b}", "-g", "{g}"]),
+    (TWIN, ["cloneGroupOffset", "-s", "{src}", "-d", "{g}", "-t", "{topic}"]),
+    (READ, ["consumerProgress", "-g", "{g}", "-t", "{topic}"]),
+    (TWIN, ["resetOffsetByTime", "-g", "{g}", "-t", "{topic}", "-s", "0"]),
+    (READ, ["consumerProgress", "-g", "{g}", "-t", "{topic}"]),
+    (TWIN, ["deleteSubGroup", "-c", "{c}", "-g", "{g}"]),
+    (READ, ["getConsumerConfig", "-g", "{g}"]),
+    (TWIN, ["updateKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "{t}", "-v", "broker-x:3"]),
+    (READ, ["updateOrderConf", "-t", "{t}", "-m", "get"]),
+    (TWIN, ["deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "{t}"]),
+    (TWIN, ["deleteTopic", "-t", "{t}", "-c", "{c}"]),
+    (SAME, ["updateNamesrvConfig", "-k", "waitSecondsForService", "-v", "44"]),
+    (SAME, ["updateBrokerConfig", "-b", "{b}", "-k", "shortPollingTimeMills", "-v", "1001"]),
+    (SAME, ["updateBrokerConfig", "-c", "{c}", "-k", "shortPollingTimeMills", "-v", "1002"]),
+    (SAME, ["wipeWritePerm", "-b", "{bn}"]),
+    (SAME, ["addWritePerm", "-b", "{bn}"]),
+    (SAME, ["cleanExpiredCQ", "-c", "{c}"]),
+    (SAME, ["deleteExpiredCommitLog", "-c", "{c}"]),
+]
+#: message ids (unique keys, offset ids) are new with every send ("...=<id>SendResult [" too)
+MSG_ID = re.compile(r"(?<![0-9A-Za-z])[0-9A-F]{32,}(?![0-9A-F])")
+#: where a message is stored: B's after A's, and the official broker is shared with other modules
+COMMIT_LOG_OFFSET = re.compile(r"^(CommitLog Offset: +)\d+$", re.M)
+
+
+def printed_ok(result: MqadminResult) -> bool:
+    """No failure on stdout. Some commands print a trace on stderr and go on: updateTopic -b -o
+    true reads the old order conf first, and a topic without one makes getKVConfig fail (the
+    official NameServer answers QUERY_NOT_FOUND as ours does)."""
+    return not result.timed_out and not JAVA_TRACE.search(result.stdout)
+
+
+def test_rmqadmin_mutating_commands_against_our_servers(twins: Twins, read_only: Any,
+                                                         tmp_path: Path) -> None:
+    """issue 14: rmqadmin's mutating commands against rmqwire's NameServer and Broker print what
+    mqadmin prints there (and at the official cluster), and change what mqadmin reads back."""
+    from rmqwire.admin import Admin
+
+    s = uuid.uuid4().hex[:6]
+    names = {"{t}": {"A": f"AdmMutT{s}A", "B": f"AdmMutT{s}B"},
+             "{g}": {"A": f"AdmMutG{s}A", "B": f"AdmMutG{s}B"}}
+    sent: dict[tuple[str, str], str] = {}  # (side, twin) -> the id sendMessage printed
+
+    def fill(args: list[str], side: Side, twin: str) -> list[str]:
+        values = {"{c}": side.cluster_name, "{b}": side.broker_addr, "{src}": twins.group,
+                  "{topic}": twins.topic, "{id}": sent.get((side.name, twin), "")}
+        values.update({k: v[twin] for k, v in names.items()})
+        return [values.get(a, a).replace("{bn}", BROKER_NAME) for a in args]
+
+    def as_a(text: str) -> str:
+        for pair in names.values():
+            text = text.replace(pair["B"], pair["A"])
+        return normalise(COMMIT_LOG_OFFSET.sub(r"\1<n>", MSG_ID.sub("<id>", text)))
+
+    def settle(side: Side, args: list[str], *twins_sent: str) -> None:
+        """After sendMessage (1 message) and its resend (2): the twin topics' messages are in the
+        index (found by key) before the next step reads them."""
+        if args[0] not in ("sendMessage", "queryMsgById"):
+            return
+        copies = 1 if args[0] == "sendMessage" else 2
+        for twin in twins_sent:
+            topic = names["{t}"][twin]
+
+            def probe() -> bool:
+                with Admin(side.namesrv_addr, timeout=10) as admin:
+                    return len(admin.query_message(topic, topic).messages) == copies
+
+            _wait(probe, f"{side.name}: {copies} message(s) in {topic}")
+
+    ours, official = twins.ours, twins.official
+
+    def official_steps() -> list[MqadminResult | None]:
+        """The official cluster's steps, in a thread of their own (they wait on no one)."""
+        results: list[MqadminResult | None] = []
+        for mode, args in MUTATING:
+            if mode == SAME:
+                results.append(None)
+                continue
+            theirs, = official.mqadmin(fill(args, official, "A"))
+            results.append(theirs)
+            if args[0] == "sendMessage":
+                sent[("official", "A")] = theirs.stdout.split()[-1]
+            settle(official, args, "A")
+        return results
+
+    differences = []
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        on_official = pool.submit(official_steps)
+        ran = []
+        for mode, args in MUTATING:
+            if mode == READ:
+                first, = ours.mqadmin(fill(args, ours, "A"))
+                other: Any = run_mqadmin(ours, *fill(args, ours, "B"))
+            else:
+                first, = ours.mqadmin(fill(args, ours, "A"))
+                other = rmqadmin(ours.namesrv_addr, *fill(args, ours, "B"), cwd=tmp_path)
+                assert other.returncode == 0 and other.stderr == "", (args, other.stderr)
+            assert printed_ok(first), first.stdout + first.stderr
+            if args[0] == "sendMessage":
+                sent[("rmqwire", "A")] = first.stdout.split()[-1]
+                sent[("rmqwire", "B")] = other.stdout.split()[-1]
+            settle(ours, args, "A", "B")
+            ran.append((mode, args, first, other))
+        for (mode, args, first, other), theirs in zip(ran, on_official.result(), strict=True):
+            texts = {"mqadmin@ours": as_a(first.stdout), "rmqadmin@ours": as_a(other.stdout)}
+            if theirs is not None:
+                assert printed_ok(theirs), theirs.stdout + theirs.stderr
+                texts["mqadmin@official"] = as_a(theirs.stdout)
+            if len(set(texts.values())) != 1:
+                differences.append((mode, args, texts))
+    assert not differences, "\n".join(f"{m} {a}: {x}" for m, a, x in differences)
+    # what the steps read back is equal; these say it is what was asked for
+    with Admin(ours.namesrv_addr, timeout=10) as admin:
+        topics = admin.fetch_all_topic_list().topic_list
+    assert not set(names["{t}"].values()) & set(topics), "the twin topics were deleted"
+    config, = ours.mqadmin(["getBrokerConfig", "-b", ours.broker_addr])
+    assert re.search(r"^shortPollingTimeMills\s+=  1002$", config.stdout, re.M), config.stdout
+    namesrv, = ours.mqadmin(["getNamesrvConfig"])
+    assert re.search(r"^waitSecondsForService\s+=  44$", namesrv.stdout, re.M), namesrv.stdout
+    # keys outside rmqwire's allow-lists: refused (NO_PERMISSION, as Java refuses its black list)
+    for args in (["updateNamesrvConfig", "-k", "clusterTest", "-v", "true"],
+                 ["updateBrokerConfig", "-b", ours.broker_addr, "-k", "flushIntervalCommitLog", "-v",
+                  "600"]):
+        refused = rmqadmin(ours.namesrv_addr, *args, cwd=tmp_path)
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        assert re.fullmatch(r"rmqadmin \w+: NO_PERMISSION \(16\): .*(clusterTest|flushIntervalCommitLog).*\n",
+                            refused.stderr), refused.stderr
+        java, = ours.mqadmin(args)
+        assert "CODE: 16" in java.stdout + java.stderr, java
