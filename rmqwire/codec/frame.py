@@ -190,7 +190,9 @@ class RemotingCommand:
         )
 
     def with_opaque(self, opaque: int) -> RemotingCommand:
-        return dataclasses.replace(self, opaque=opaque)
+        # positional: dataclasses.replace looks the fields up on every call (one per request)
+        return RemotingCommand(self.code, self.language, self.version, opaque, self.flag, self.remark,
+                               self.ext_fields, self.body, self.serialize_type)
 
 
 def _all_str(d: Mapping[Any, Any]) -> bool:
@@ -320,7 +322,9 @@ def decode_json_header(data: bytes, body: bytes | None = None) -> RemotingComman
     try:
         obj = _JSON_DECODE(text)
     except (json.JSONDecodeError, RecursionError):
-        from rmqwire.codec import fastjson  # lenient fallback: unquoted keys, single quotes
+        from rmqwire.codec import (
+            fastjson,  # lenient fallback: unquoted keys, single quotes
+        )
 
         try:
             obj = fastjson.loads_lenient(text)

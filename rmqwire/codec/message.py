@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import socket
 import struct
+import threading
 import zlib
 from collections.abc import Iterable, Mapping
 
@@ -514,14 +515,35 @@ class Message:
             self.properties[name] = value
 
 
+#: Message's own slot for ``properties``; MessageExt's ``properties`` property stores through it.
+_PROPS_SLOT = Message.__dict__["properties"]
+_props_get = _PROPS_SLOT.__get__
+_props_set = _PROPS_SLOT.__set__
+#: Serialises the rare first parse of a message's properties (a listener thread and the reactor
+#: may touch the same message).
+_PARSE_LOCK = threading.Lock()
+
+
+class _RawProperties(Message):
+    """The slot that holds a decoded record's properties bytes until they are first read (not a
+    dataclass field: equality, repr, pickling and ``dataclasses.fields`` see only the parsed map)."""
+
+    __slots__ = ("_raw_properties",)
+
+
 @dataclasses.dataclass(slots=True)
-class MessageExt(Message):
+class MessageExt(_RawProperties):
     """A stored message (Java ``MessageExt``/``MessageClientExt``): one commit-log record.
 
     Hosts are ``(ip, port)`` with a dotted IPv4 or an IPv6 string; sysFlag bits 4/5 say which one the
     record holds. ``magic`` is MAGIC_CODE_V1/V2, or None to let ``encode_message`` choose as the
     broker does (V2 only for topics over 127 bytes). ``store_size`` is TOTALSIZE as read; the
     encoder always recomputes it.
+
+    ``decode_messages`` leaves the properties string unparsed until ``properties`` is first read
+    (most consumers never read it); ``put_property`` / ``get_property`` of a key already put work
+    without parsing, and a parse applies those puts over the record's own pairs, so the map is
+    the one an eager parse followed by the same puts gives.
     """
 
     queue_id: int = 0
@@ -541,6 +563,30 @@ class MessageExt(Message):
     #: record, set by the consumer.
     broker_name: str | None = None
 
+    def _parse_properties(self) -> dict[str, str]:
+        with _PARSE_LOCK:
+            raw = self._raw_properties
+            if raw is None:  # another thread parsed them meanwhile
+                return _props_get(self)
+            props = decode_properties(_utf8(raw))
+            put = _props_get(self)  # puts made before the parse win, as they came later
+            if put:
+                props.update(put)
+            _props_set(self, props)
+            self._raw_properties = None
+            return props
+
+    def get_property(self, name: str) -> str | None:
+        if self._raw_properties is not None:
+            put = _props_get(self)
+            if name in put:
+                return put[name]
+        return self.properties.get(name)
+
+    def put_property(self, name: str, value: str) -> None:
+        # before the parse the slot holds the puts, applied over the parsed pairs later
+        _props_get(self)[name] = value
+
     @property
     def offset_msg_id(self) -> str:
         """The offset message id: store host + commit-log offset (wire-format.md section 10.7)."""
@@ -550,6 +596,21 @@ class MessageExt(Message):
     def msg_id(self) -> str:
         """UNIQ_KEY when present, else the offset message id (Java ``MessageClientExt.getMsgId``)."""
         return self.unique_key or self.offset_msg_id
+
+
+def _get_properties(self: MessageExt) -> dict[str, str]:
+    if self._raw_properties is None:
+        return _props_get(self)
+    return self._parse_properties()
+
+
+def _set_properties(self: MessageExt, value: dict[str, str]) -> None:
+    _props_set(self, value)
+    self._raw_properties = None
+
+
+# Set after the class is built: dataclass(slots=True) drops class attributes named like fields.
+MessageExt.properties = property(_get_properties, _set_properties)  # type: ignore[assignment]
 
 
 # ---- host helpers ---------------------------------------------------------------------------------
@@ -768,6 +829,84 @@ MIN_RECORD_SIZE = _HEAD.size + _MIDDLE[(False, False)].size + 1 + 2
 _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
 _STORE_V6 = int(MessageSysFlag.STOREHOSTADDRESS_V6)
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_HOST_V6_BITS = _BORN_V6 | _STORE_V6
+
+# Every fixed field of a record whose two hosts are IPv4, each host as its 8 raw bytes (address,
+# port): one unpack up to the body length.
+_FIXED_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
+_FIXED_V4_SIZE = _FIXED_V4.size
+
+#: (address, port) of raw IPv4 host fields already seen: a pull body repeats a few hosts.
+_V4_HOSTS: dict[bytes, Host] = {}
+_V4_HOSTS_MAX = 4096
+
+
+def _v4_host(raw: bytes) -> Host | None:
+    """The host of 8 raw bytes (cached); None for a port out of range (the checked path reports
+    it)."""
+    port = int.from_bytes(raw[4:], "big", signed=True)
+    if not 0 <= port <= 0xFFFF:
+        return None
+    if len(_V4_HOSTS) >= _V4_HOSTS_MAX:
+        _V4_HOSTS.clear()
+    host = _V4_HOSTS[raw] = (socket.inet_ntop(socket.AF_INET, raw[:4]), port)
+    return host
+
+
+def _decode_fast(buf: bytes, offset: int, n: int, decompress: bool, check_crc: bool) -> MessageExt | None:
+    """The common record (IPv4 hosts, body not to inflate, nothing malformed) from a ``bytes``
+    buffer, its properties left unparsed; None sends the record down the checked path, which
+    decodes the rest and reports every malformation."""
+    if n - offset < MIN_RECORD_SIZE:
+        return None
+    (
+        total, magic, body_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
+        born_timestamp, born_raw, store_timestamp, store_raw, reconsume_times,
+        prepared_transaction_offset, body_len,
+    ) = _FIXED_V4.unpack_from(buf, offset)
+    end = offset + total
+    if total < MIN_RECORD_SIZE or end > n or sys_flag & _HOST_V6_BITS:
+        return None
+    pos = offset + _FIXED_V4_SIZE
+    if body_len < 0 or body_len > end - pos - 3 or (decompress and body_len and sys_flag & _COMPRESSED):
+        return None
+    body = buf[pos : pos + body_len]
+    pos += body_len
+    if magic == MAGIC_CODE_V1:
+        topic_len = buf[pos]
+        if topic_len > 127:  # a negative int8
+            return None
+        pos += 1
+    elif magic == MAGIC_CODE_V2:
+        topic_len = (buf[pos] << 8) | buf[pos + 1]
+        if topic_len > 0x7FFF:
+            return None
+        pos += 2
+    else:
+        return None
+    if topic_len > end - pos - 2:
+        return None
+    topic = buf[pos : pos + topic_len].decode("utf-8", "replace")
+    pos += topic_len
+    props_len = (buf[pos] << 8) | buf[pos + 1]
+    pos += 2
+    if props_len != end - pos:  # a negative length (> 0x7FFF here) never matches
+        return None
+    born_host = _V4_HOSTS.get(born_raw) or _v4_host(born_raw)
+    store_host = _V4_HOSTS.get(store_raw) or _v4_host(store_raw)
+    if born_host is None or store_host is None:
+        return None
+    if check_crc and body_len and (zlib.crc32(body) & 0x7FFFFFFF) != body_crc:
+        return None
+    # positional: the dataclass field order (the schema property tests compare every field)
+    msg = MessageExt(
+        topic, body, flag, {}, queue_id, total, queue_offset, sys_flag, born_timestamp, born_host,
+        store_timestamp, store_host, commit_log_offset, body_crc, reconsume_times,
+        prepared_transaction_offset, magic,
+    )
+    if props_len:
+        msg._raw_properties = buf[pos:end]
+    return msg
 
 
 def decode_message(
@@ -784,6 +923,21 @@ def decode_message(
     and properties are left alone), as Java's ``MessageDecoder.decode(.., deCompressBody=true)``.
     ``check_crc`` compares BODYCRC with the stored body, as Java's ``checkCRC``.
     """
+    if type(buf) is bytes and offset >= 0:
+        msg = _decode_fast(buf, offset, len(buf), decompress, check_crc)
+        if msg is not None:
+            return msg
+    return _decode_checked(buf, offset, decompress, check_crc, max_decompressed_size)
+
+
+def _decode_checked(
+    buf: bytes | bytearray | memoryview,
+    offset: int,
+    decompress: bool,
+    check_crc: bool,
+    max_decompressed_size: int,
+) -> MessageExt:
+    """Every record, field by field, with a precise error for each malformation."""
     n = len(buf)
     if offset < 0 or n - offset < 4:
         raise MessageDecodeError("truncated message record size", offset=offset)
@@ -899,21 +1053,20 @@ def decode_messages(
     out: list[MessageExt] = []
     if not body:
         return out
+    if type(body) is not bytes:
+        body = bytes(body)  # one copy; then each record's body is one slice of it
     pos, n = 0, len(body)
+    append = out.append
     while pos < n:
-        try:
-            msg = decode_message(
-                body,
-                pos,
-                decompress=decompress,
-                check_crc=check_crc,
-                max_decompressed_size=max_decompressed_size,
-            )
-        except MessageDecodeError:
-            if strict:
-                raise
-            break
-        out.append(msg)
+        msg = _decode_fast(body, pos, n, decompress, check_crc)
+        if msg is None:
+            try:
+                msg = _decode_checked(body, pos, decompress, check_crc, max_decompressed_size)
+            except MessageDecodeError:
+                if strict:
+                    raise
+                break
+        append(msg)
         pos += msg.store_size
     return out
 

@@ -26,7 +26,11 @@ from twisted.python.failure import Failure
 from rmqwire.codec.codes import code_name
 from rmqwire.codec.commands import Command, Response
 from rmqwire.codec.frame import RemotingCommand
-from rmqwire.errors import LocalProtocolError, RemotingConnectError, RemotingTimeoutError
+from rmqwire.errors import (
+    LocalProtocolError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+)
 from rmqwire.remoting.config import RemotingConfig
 from rmqwire.remoting.dispatcher import Dispatcher, Handler, Processor
 from rmqwire.remoting.protocol import RemotingProtocol, drain
@@ -212,6 +216,10 @@ class RemotingClient(Service):
         """
         if timeout is None:
             timeout = self.config.call_timeout
+        if not self._closed:
+            proto = self._channels.get(addr)
+            if proto is not None and proto.is_open:  # connected: no Deferred for the channel
+                return proto.invoke(cmd, timeout)
         start = self.reactor.seconds()
 
         def send(proto: RemotingProtocol) -> Deferred[RemotingCommand]:

@@ -84,6 +84,8 @@ class Outcome:
 
 
 Done = Callable[[Outcome], Any]
+#: Takes the (key, outcome) pairs of every call submitted with it that finished meanwhile.
+Settle = Callable[[list[tuple[Any, Outcome]]], Any]
 
 
 class ReactorRunner:
@@ -126,6 +128,12 @@ class ReactorRunner:
         value.addBoth(finished)
         return None
 
+    def submit_settled(self, fn: Callable[..., Any], args: tuple[Any, ...], key: Any, settle: Settle) -> None:
+        """Run ``fn(*args)``; ``settle([(key, outcome)])`` once it has a result."""
+        outcome = self.submit(fn, args, lambda o: settle([(key, o)]))
+        if outcome is not None:
+            settle([(key, outcome)])
+
     def chunk_hint(self, n: int) -> int:
         return 1
 
@@ -145,7 +153,8 @@ class ReactorRunner:
 
 class ThreadRunner:
     """Listeners in ``threads`` worker threads; results go back to the reactor in batches (one
-    wakeup of the reactor for every result that finished meanwhile)."""
+    wakeup of the reactor for every result that finished meanwhile; ``submit_settled`` calls are
+    settled together, one call of their ``settle`` per batch)."""
 
     log = Logger()
 
@@ -156,7 +165,7 @@ class ThreadRunner:
         self.threads = threads
         self.name = name
         self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._done: deque[tuple[Done, Outcome]] = deque()
+        self._done: deque[tuple[Settle | None, Any, Outcome]] = deque()
         self._wake_pending = False
         self._workers: list[threading.Thread] = []
         self._stopped = False
@@ -176,8 +185,17 @@ class ThreadRunner:
         if self._stopped:
             done(Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
             return None
-        self._tasks.put((done, fn, args))
+        self._tasks.put((None, done, fn, args))
         return None
+
+    def submit_settled(self, fn: Callable[..., Any], args: tuple[Any, ...], key: Any, settle: Settle) -> None:
+        """Queue ``fn(*args)`` for a worker; in the reactor thread ``settle`` gets ``(key,
+        outcome)`` with those of every other call given the same ``settle`` that finished
+        meanwhile."""
+        if self._stopped:
+            settle([(key, Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))])
+            return
+        self._tasks.put((settle, key, fn, args))
 
     #: requests one worker may take at once when every worker is busy
     MAX_CHUNK = 16
@@ -200,14 +218,14 @@ class ThreadRunner:
             item = tasks.get()
             if item is None:
                 return
-            done, fn, args = item
+            settle, key, fn, args = item
             begin = time.monotonic()
             try:
                 outcome = Outcome(value=fn(*args))
             except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
                 outcome = Outcome(error=Failure())
             outcome.elapsed_ms = int((time.monotonic() - begin) * 1000)
-            finished.append((done, outcome))
+            finished.append((settle, key, outcome))
             if not self._wake_pending:
                 self._wake_pending = True
                 try:
@@ -219,10 +237,22 @@ class ThreadRunner:
         # reset first: a result appended after this point schedules another delivery
         self._wake_pending = False
         finished = self._done
+        batches: dict[Settle, list[tuple[Any, Outcome]]] = {}
         while finished:
-            done, outcome = finished.popleft()
+            settle, key, outcome = finished.popleft()
+            if settle is not None:
+                batch = batches.get(settle)
+                if batch is None:
+                    batch = batches[settle] = []
+                batch.append((key, outcome))
+                continue
             try:
-                done(outcome)
+                key(outcome)  # a plain submit's done
+            except Exception:
+                self.log.failure("processing a consume result failed")
+        for settle, batch in batches.items():
+            try:
+                settle(batch)
             except Exception:
                 self.log.failure("processing a consume result failed")
 
@@ -237,7 +267,12 @@ class ThreadRunner:
             except queue.Empty:
                 break
             if item is not None:
-                item[0](Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
+                settle, key = item[0], item[1]
+                outcome = Outcome(error=Failure(RuntimeError("the consume threads are stopped")))
+                if settle is None:
+                    key(outcome)
+                else:
+                    settle([(key, outcome)])
         for _ in self._workers:
             self._tasks.put(None)
 
@@ -355,77 +390,75 @@ class ConsumeMessageConcurrentlyService:
 
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue,
                                dispatch_to_consume: bool) -> None:
-        size = self.consumer.config.consume_message_batch_max_size
-        queued = self.consumer.now_ms() if self.consumer.metrics is not None else 0
-        if len(msgs) <= size:
-            self._run(_ConcurrentRequest(list(msgs), pq, mq, queued))
+        """Split ``msgs`` into requests of ``consume_message_batch_max_size`` for the runner;
+        their results are settled in batches (``_settle``)."""
+        if self.stopped or pq.dropped:
             return
-        reqs = [_ConcurrentRequest(msgs[i : i + size], pq, mq, queued) for i in range(0, len(msgs), size)]
-        chunk = self.runner.chunk_hint(len(reqs))
+        consumer = self.consumer
+        size = consumer.config.consume_message_batch_max_size
+        queued = consumer.now_ms() if consumer.metrics is not None else 0
+        consumer.reset_retry_and_namespace(msgs)
+        start = str(consumer.now_ms())
+        key = PropertyKey.CONSUME_START_TIMESTAMP
+        for m in msgs:
+            m.put_property(key, start)
+        if len(msgs) <= size:
+            reqs = [_ConcurrentRequest(list(msgs), pq, mq, queued)]
+        else:
+            reqs = [_ConcurrentRequest(msgs[i : i + size], pq, mq, queued) for i in range(0, len(msgs), size)]
+        pq.consuming_tasks += len(reqs)
+        runner, listener, with_context = self.runner, self.listener, self.with_context
+        chunk = runner.chunk_hint(len(reqs)) if len(reqs) > 1 else 1
         if chunk <= 1:
             for req in reqs:
-                self._run(req)
+                context = ConsumeConcurrentlyContext(mq)
+                runner.submit_settled(_call_listener, (listener, with_context, tuple(req.msgs), context),
+                                      (req, context), self._settle)
             return
+        # every worker is busy: one worker runs a chunk back to back (its listener still sees one
+        # request at a time), which saves a hand-off per request
         for i in range(0, len(reqs), chunk):
-            self._run_many(reqs[i : i + chunk])
+            part = reqs[i : i + chunk]
+            calls = [(tuple(r.msgs), ConsumeConcurrentlyContext(mq)) for r in part]
+            runner.submit_settled(_call_listener_many, (listener, with_context, calls),
+                                  (part, [c for _, c in calls]), self._settle_chunks)
 
-    def _prepare(self, req: _ConcurrentRequest, start: str) -> ConsumeConcurrentlyContext:
-        self.consumer.reset_retry_and_namespace(req.msgs)
-        for m in req.msgs:
-            m.properties[PropertyKey.CONSUME_START_TIMESTAMP] = start
-        req.process_queue.consuming_tasks += 1
-        return ConsumeConcurrentlyContext(req.message_queue)
+    def _settle_chunks(self, items: list[tuple[Any, Outcome]]) -> None:
+        flat: list[tuple[Any, Outcome]] = []
+        for (reqs, contexts), outcome in items:
+            outcomes = outcome.value if outcome.error is None else [outcome] * len(reqs)
+            flat.extend(zip(zip(reqs, contexts), outcomes))
+        self._settle(flat)
 
-    def _run_many(self, reqs: list[_ConcurrentRequest]) -> None:
-        """Requests one worker runs back to back (its listener still sees one request at a time):
-        with every worker busy this saves a hand-off per request and settles them together."""
-        if self.stopped:
-            return
-        reqs = [r for r in reqs if not r.process_queue.dropped]
-        if not reqs:
-            return
-        start = str(self.consumer.now_ms())
-        calls = [(tuple(r.msgs), self._prepare(r, start)) for r in reqs]
-        self.runner.submit(_call_listener_many, (self.listener, self.with_context, calls),
-                           lambda o: self._ran_many(o, reqs, [c for _, c in calls]))
-
-    def _ran_many(self, outcome: Outcome, reqs: list[_ConcurrentRequest],
-                  contexts: list[ConsumeConcurrentlyContext]) -> None:
-        outcomes = outcome.value if outcome.error is None else [outcome] * len(reqs)
-        done: dict[int, tuple[ProcessQueue, MessageQueue, list[MessageExt]]] = {}
-        rt_count = rt_sum = 0
-        for o, req, context in zip(outcomes, reqs, contexts):
-            pq = req.process_queue
+    def _settle(self, items: list[tuple[Any, Outcome]]) -> None:
+        """Results of listener calls: fully acknowledged successes are committed together, one
+        offset update per queue (the offset is the smallest message still held either way);
+        anything else goes through ``_ran`` one by one."""
+        done: dict[int, list[Any]] = {}  # id(pq) -> [pq, mq, msgs, calls, elapsed ms]
+        metered = self.consumer.metrics is not None
+        for (req, context), o in items:
+            pq, msgs = req.process_queue, req.msgs
             if (o.error is None and o.value is ConsumeResult.SUCCESS and not pq.dropped
-                    and context.ack_index >= len(req.msgs) - 1):
+                    and context.ack_index >= len(msgs) - 1):
                 pq.consuming_tasks -= 1
-                rt_count += 1
-                rt_sum += o.elapsed_ms
-                _meter(self.consumer, req.message_queue, True, o.elapsed_ms, len(req.msgs), req.queued_ms)
+                if metered:
+                    _meter(self.consumer, req.message_queue, True, o.elapsed_ms, len(msgs), req.queued_ms)
                 entry = done.get(id(pq))
                 if entry is None:
-                    entry = done[id(pq)] = (pq, req.message_queue, [])
-                entry[2].extend(req.msgs)
+                    done[id(pq)] = [pq, req.message_queue, list(msgs), 1, o.elapsed_ms]
+                else:
+                    entry[2].extend(msgs)
+                    entry[3] += 1
+                    entry[4] += o.elapsed_ms
             else:
                 self._ran(o, req, context)
-        stats = self.consumer.stats
-        for pq, mq, msgs in done.values():
-            stats.inc_consume_rt_many(self.group, mq.topic, rt_count, rt_sum)
+        stats, store = self.consumer.stats, self.consumer.offset_store
+        for pq, mq, msgs, calls, elapsed in done.values():
+            stats.inc_consume_rt_many(self.group, mq.topic, calls, elapsed)
             stats.inc_consume_ok_tps(self.group, mq.topic, len(msgs))
             offset = pq.remove_messages(msgs)
             if offset >= 0 and not pq.dropped:
-                self.consumer.offset_store.update_offset(mq, offset, True)
-            rt_count = rt_sum = 0
-
-    def _run(self, req: _ConcurrentRequest) -> None:
-        pq = req.process_queue
-        if pq.dropped or self.stopped:
-            return
-        context = self._prepare(req, str(self.consumer.now_ms()))
-        outcome = self.runner.submit(_call_listener, (self.listener, self.with_context, tuple(req.msgs), context),
-                                     lambda o: self._ran(o, req, context))
-        if outcome is not None:
-            self._ran(outcome, req, context)
+                store.update_offset(mq, offset, True)
 
     def _ran(self, outcome: Outcome, req: _ConcurrentRequest, context: ConsumeConcurrentlyContext) -> Any:
         pq = req.process_queue

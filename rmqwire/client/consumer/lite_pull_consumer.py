@@ -850,6 +850,15 @@ class LitePullConsumer:
             self.log.error("Failed to get next pull offset of {mq}: {why}", mq=mq, why=f.getErrorMessage())
             self._schedule(task, PULL_TIME_DELAY_MILLS_ON_EXCEPTION)
 
+        if st.seek_offset == -1 and st.pull_offset != -1:  # the usual case: the offset is known
+            try:
+                d = pull(st.pull_offset)
+            except Exception:
+                failed(Failure())
+                return
+            if d is not None:
+                d.addErrback(failed)
+            return
         self._next_pull_offset(mq, st).addCallbacks(
             lambda o: defer.maybeDeferred(pull, o).addErrback(failed), no_offset)
 

@@ -101,7 +101,7 @@ class ProcessQueue:
         """Add pulled messages; True when a consume request should be dispatched (orderly:
         nobody is consuming this queue yet)."""
         tree, order = self.msg_tree, self._order
-        added = 0
+        added = size = 0
         last: MessageExt | None = None
         unordered = False
         for msg in msgs:
@@ -116,16 +116,19 @@ class ProcessQueue:
             order.append(offset)
             added += 1
             self.queue_offset_max = offset
-            self.msg_size += _size(msg)
+            body = msg.body
+            if body:
+                size += len(body)
         if unordered:
             self._resort()
         self.msg_count += added
+        self.msg_size += size
         dispatch = False
         if tree and not self.consuming:
             dispatch = True
             self.consuming = True
         if last is not None:
-            max_offset = last.properties.get(PropertyKey.MAX_OFFSET)
+            max_offset = last.get_property(PropertyKey.MAX_OFFSET)
             if max_offset is not None:
                 acc = int(max_offset) - last.queue_offset
                 if acc > 0:
@@ -146,13 +149,16 @@ class ProcessQueue:
         tree = self.msg_tree
         if not tree:
             return -1
-        removed = 0
+        removed = size = 0
+        pop = tree.pop
         for msg in msgs:
-            prev = tree.pop(msg.queue_offset, None)
-            if prev is not None:
+            if pop(msg.queue_offset, None) is not None:
                 removed += 1
-                self.msg_size -= _size(msg)
+                body = msg.body
+                if body:
+                    size += len(body)
         self.msg_count -= removed
+        self.msg_size -= size
         if self.msg_count == 0:
             self.msg_size = 0
         first = self.first_offset()

@@ -20,6 +20,7 @@ import dataclasses
 import enum
 from typing import Any
 
+from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -156,9 +157,8 @@ class PullAPIWrapper:
             min_s, max_s = str(result.min_offset), str(result.max_offset)
             name, qid, delta = mq.broker_name, mq.queue_id, result.offset_delta
             for m in msgs:
-                props = m.properties
-                props[PropertyKey.MIN_OFFSET] = min_s
-                props[PropertyKey.MAX_OFFSET] = max_s
+                m.put_property(PropertyKey.MIN_OFFSET, min_s)  # puts need no parse of the rest
+                m.put_property(PropertyKey.MAX_OFFSET, max_s)
                 m.broker_name = name
                 m.queue_id = qid
                 if delta is not None:
@@ -183,7 +183,6 @@ class PullAPIWrapper:
     ) -> Deferred[PullResult]:
         """One pull; the raw answer (call ``process_pull_result`` on it)."""
         broker_id = self.recalculate_pull_from_which_node(mq)
-        d = mq_admin.find_broker_in_subscribe(self.instance, mq, broker_id)
 
         def send(found: Any) -> Deferred[PullResult]:
             if found is None:
@@ -213,7 +212,13 @@ class PullAPIWrapper:
                 d.addErrback(self._without_lite_pull, addr, header, timeout_millis)
             return d.addCallback(pull_result_of)
 
-        return d.addCallback(send)
+        found = self.instance.routes.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
+        if found is not None:  # the usual case: no Deferred for the lookup
+            try:
+                return send(found)
+            except Exception:
+                return defer.fail()
+        return mq_admin.find_broker_in_subscribe(self.instance, mq, broker_id).addCallback(send)
 
     def _without_lite_pull(self, f: Failure, addr: str, header: PullMessageRequestHeader,
                            timeout_millis: int) -> Any:

@@ -809,9 +809,10 @@ class PushConsumer:
         group_topic = retry_topic(self.group)
         ns = self.namespace
         for m in msgs:
-            rt = m.properties.get(PropertyKey.RETRY_TOPIC)
-            if rt is not None and m.topic == group_topic:
-                m.topic = rt
+            if m.topic == group_topic:  # the topic first: most messages need no property parse
+                rt = m.get_property(PropertyKey.RETRY_TOPIC)
+                if rt is not None:
+                    m.topic = rt
             if ns:
                 m.topic = without_namespace(m.topic, ns)
 

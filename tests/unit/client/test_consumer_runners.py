@@ -90,3 +90,47 @@ def test_reactor_runner_plain_and_deferred_results() -> None:
     d.callback("later")
     assert later[0].value == "later"
     assert r.submit(lambda: 1 / 0, (), later.append).error.check(ZeroDivisionError)
+
+
+def test_settled_calls_finished_meanwhile_are_settled_together() -> None:
+    reactor = FakeReactor()
+    r = ThreadRunner(reactor, 2, "T")
+    r.start()
+    batches: list[list[tuple[Any, Outcome]]] = []
+    plain: list[Outcome] = []
+    for i in range(6):
+        r.submit_settled(lambda x: x * 10, (i,), f"k{i}", batches.append)
+    r.submit(lambda: "plain", (), plain.append)
+
+    def boom() -> None:
+        raise ValueError("listener failed")
+
+    r.submit_settled(boom, (), "bad", batches.append)
+    # nothing is settled until the reactor runs: every finished call lands in one batch
+    deadline = time.monotonic() + 10
+    while len(r._done) < 8 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    reactor.drain_until(lambda: bool(batches) and bool(plain))
+    assert len(batches) == 1 and plain[0].value == "plain"
+    got = dict(batches[0])
+    assert {k: o.value for k, o in got.items() if k != "bad"} == {f"k{i}": i * 10 for i in range(6)}
+    assert got["bad"].error.check(ValueError)
+    r.stop()
+    assert r.join(10)
+    refused: list[list[tuple[Any, Outcome]]] = []
+    r.submit_settled(lambda: 1, (), "late", refused.append)
+    assert refused[0][0][0] == "late" and refused[0][0][1].error is not None
+
+
+def test_reactor_runner_settles_each_call() -> None:
+    from twisted.internet.defer import Deferred
+
+    r = ReactorRunner(FakeReactor())
+    settled: list[list[tuple[Any, Outcome]]] = []
+    r.submit_settled(lambda: "now", (), "a", settled.append)
+    assert [(k, o.value) for k, o in settled[0]] == [("a", "now")]
+    d: Deferred[str] = Deferred()
+    r.submit_settled(lambda: d, (), "b", settled.append)
+    assert len(settled) == 1
+    d.callback("later")
+    assert [(k, o.value) for k, o in settled[1]] == [("b", "later")]

@@ -214,3 +214,56 @@ def test_mutated_batches_fast_and_schema_agree(msgs, data):
     cut = data.draw(st.integers(0, len(body)))
     for mutated in (bytes(body), bytes(body[:cut])):
         _same_outcome(decode_batch, schema_decode_batch, mutated)
+
+
+def _eager(data: bytes) -> list[MessageExt]:
+    """The records through the Construct schema, properties parsed at once."""
+    return schema_decode_messages(data)
+
+
+@HEAVY
+@given(
+    st.lists(message_exts(), min_size=1, max_size=3),
+    st.sampled_from([bytes, bytearray, memoryview]),
+    st.data(),
+)
+def test_lazy_properties_equal_the_schema_after_the_same_puts(msgs, kind, data_):
+    # decode_messages leaves the properties string unparsed: puts and reads of put keys before
+    # the parse, then the map, must equal the schema's map with the same puts applied, in order
+    # (puts of the record's own keys included).
+    data = b"".join(encode_message(m) for m in msgs)
+    lazy = decode_messages(kind(data), decompress=False)
+    eager = _eager(data)
+    for got, want in zip(lazy, eager, strict=True):
+        own = sorted(want.properties)
+        keys = st.one_of(prop_key, st.sampled_from(own)) if own else prop_key
+        for k, v in data_.draw(st.lists(st.tuples(keys, prop_value), max_size=4)):
+            got.put_property(k, v)
+            want.properties[k] = v
+            assert got.get_property(k) == v
+        assert list(got.properties.items()) == list(want.properties.items())
+        assert got == want
+
+
+@LIGHT
+@given(message_exts(), st.sampled_from(["get", "pickle", "repr", "tags", "set", "clear"]))
+def test_lazy_properties_parse_on_any_read(m, how):
+    import pickle
+
+    [want] = _eager(encode_message(m))
+    [got] = decode_messages(encode_message(m), decompress=False)
+    if how == "get":
+        assert all(got.get_property(k) == v for k, v in want.properties.items())
+    elif how == "pickle":
+        got = pickle.loads(pickle.dumps(got))
+    elif how == "repr":
+        assert repr(got) == repr(want)
+    elif how == "tags":
+        assert got.tags == want.tags and got.msg_id == want.msg_id and got.keys == want.keys
+    elif how == "set":
+        got.properties = {"a": "1"}
+        want.properties = {"a": "1"}
+    else:
+        got.clear_property("UNIQ_KEY")
+        want.clear_property("UNIQ_KEY")
+    assert got == want and list(got.properties.items()) == list(want.properties.items())
