@@ -72,6 +72,7 @@ CONSUMER_PULL_TIMEOUT_MILLIS = 10_000
 V4_1_0_SNAPSHOT = 236
 
 _INNER_BATCH = int(MessageSysFlag.INNER_BATCH | MessageSysFlag.NEED_UNWRAP)
+_LITE_PULL = int(PullSysFlag.LITE_PULL)
 
 
 class PullStatus(enum.Enum):
@@ -146,12 +147,10 @@ class PullAPIWrapper:
         self.pull_from_which_node[mq] = result.suggest_which_broker_id
         if result.status is PullStatus.FOUND:
             msgs = decode_messages(result.body or b"")
-            if any(m.sys_flag & _INNER_BATCH == _INNER_BATCH for m in msgs):
-                try:
-                    msgs = [inner for m in msgs for inner in (
-                        unwrap_inner_batch(m) if m.sys_flag & _INNER_BATCH == _INNER_BATCH else (m,))]
-                except Exception:
-                    self.log.failure("Try to decode the inner batch failed for {mq}", mq=mq)
+            for m in msgs:
+                if m.sys_flag & _INNER_BATCH == _INNER_BATCH:
+                    msgs = self._unwrap(mq, msgs)
+                    break
             if sd.tags_set and not sd.class_filter_mode:
                 msgs = filter_by_tags(msgs, sd)
             min_s, max_s = str(result.min_offset), str(result.max_offset)
@@ -166,6 +165,14 @@ class PullAPIWrapper:
             result.messages = msgs
         result.body = None
         return result
+
+    def _unwrap(self, mq: MessageQueue, msgs: list[MessageExt]) -> list[MessageExt]:
+        try:
+            return [inner for m in msgs for inner in (
+                unwrap_inner_batch(m) if m.sys_flag & _INNER_BATCH == _INNER_BATCH else (m,))]
+        except Exception:
+            self.log.failure("Try to decode the inner batch failed for {mq}", mq=mq)
+            return msgs
 
     def pull_kernel(
         self,
@@ -190,14 +197,14 @@ class PullAPIWrapper:
             if expression_type not in (None, ExpressionType.TAG) and found.broker_version < V4_1_0_SNAPSHOT:
                 raise MQClientError(f"The broker[{mq.broker_name}, {found.broker_version}] does not "
                                     f"upgrade to support for filter message by {expression_type}")
-            flag = sys_flag
+            flag = int(sys_flag)  # plain int arithmetic: IntFlag operators are slow
             if found.slave:
                 flag = PullSysFlag.clear_commit_offset(flag)
             addr = found.broker_addr
-            if flag & PullSysFlag.LITE_PULL and (
+            if flag & _LITE_PULL and (
                     addr in self.no_lite_pull or 0 < found.broker_version < V5_0_0):
                 # 4.x brokers have no LITE_PULL_MESSAGE: pull as their own lite consumers do
-                flag &= ~PullSysFlag.LITE_PULL
+                flag &= ~_LITE_PULL
             header = PullMessageRequestHeader(
                 consumer_group=self.consumer_group, topic=mq.topic, queue_id=mq.queue_id,
                 queue_offset=offset, max_msg_nums=max_nums, sys_flag=int(flag),
@@ -206,7 +213,7 @@ class PullAPIWrapper:
                 max_msg_bytes=max_size_in_bytes, expression_type=expression_type,
                 bname=mq.broker_name,
             )
-            command = LitePullMessage if flag & PullSysFlag.LITE_PULL else PullMessage
+            command = LitePullMessage if flag & _LITE_PULL else PullMessage
             d = self.instance.broker_call(addr, command, header, timeout=timeout_millis / 1000)
             if command is LitePullMessage:
                 d.addErrback(self._without_lite_pull, addr, header, timeout_millis)

@@ -32,6 +32,16 @@ class PullSysFlag(enum.IntFlag):
         class_filter: bool = False,
         lite_pull: bool = False,
     ) -> PullSysFlag:
+        key = (commit_offset, suspend, subscription, class_filter, lite_pull)
+        flag = _BUILT.get(key)
+        if flag is None:  # IntFlag arithmetic is slow and a consumer builds one per pull
+            flag = _BUILT[key] = cls._build(*key)
+        return flag
+
+    @classmethod
+    def _build(
+        cls, commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool, lite_pull: bool
+    ) -> PullSysFlag:
         flag = cls(0)
         if commit_offset:
             flag |= cls.COMMIT_OFFSET
@@ -49,6 +59,9 @@ class PullSysFlag(enum.IntFlag):
     def clear_commit_offset(cls, sys_flag: int) -> int:
         """What the Java client does before pulling from a slave."""
         return sys_flag & ~cls.COMMIT_OFFSET
+
+
+_BUILT: dict[tuple[bool, bool, bool, bool, bool], PullSysFlag] = {}
 
 
 class PullMessageRequestHeader(TopicQueueRequestHeader):
