@@ -19,6 +19,11 @@ from rmqwire.codec.commands.topic import DataVersion
 from rmqwire.codec.java import now_ms
 from rmqwire.errors import CodecError
 from rmqwire.server.broker.config_file import ConfigFile
+from rmqwire.server.namesrv.hash_order import (
+    concurrent_capacity,
+    hashmap_order,
+    java_order,
+)
 
 __all__ = ["TOPIC_GROUP_SEPARATOR", "ConsumerOffsetManager"]
 
@@ -135,13 +140,16 @@ class ConsumerOffsetManager:
                 out.add(topic)
         return out
 
-    def which_group_by_topic(self, topic: str) -> set[str]:
-        out = set()
-        for key in list(self.offset_table):
+    def which_group_by_topic(self, topic: str) -> list[str]:
+        """The groups with offsets on ``topic``, in the order of Java's ``whichGroupByTopic``
+        HashSet, filled from its offset table's ConcurrentHashMap iteration."""
+        keys = list(self.offset_table)
+        groups = []
+        for key in java_order(keys, concurrent_capacity(len(keys))):
             t, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
             if t == topic:
-                out.add(group)
-        return out
+                groups.append(group)
+        return hashmap_order(groups)
 
     def clean_offset_by_topic(self, topic: str) -> None:
         with self._lock:

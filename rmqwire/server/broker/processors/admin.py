@@ -113,6 +113,7 @@ from rmqwire.server.broker.config import UPDATABLE_KEYS
 from rmqwire.server.broker.subscription_order import connection_order
 from rmqwire.server.broker.topic_config import new_topic_config, validate_topic
 from rmqwire.server.namesrv.config import parse_properties
+from rmqwire.server.namesrv.hash_order import hashmap_order
 from rmqwire.server.store import BoundaryType
 
 if TYPE_CHECKING:
@@ -377,10 +378,11 @@ class AdminBrokerProcessor(Processor):
         ``mqadmin statsAll`` shows as a group named after the topic)."""
         broker = self.broker
         topic = header.topic or ""
-        groups = set(broker.consumer_offset_manager.which_group_by_topic(topic))
-        if broker.consumer_manager.query_topic_consume_by_who(topic):
-            groups.add(topic)
-        return GroupList(group_list=sorted(groups))
+        # Java's HashSet: the consumer table's entry first, then the offset table's groups;
+        # mqadmin prints groups sharing a bucket in this JSON order
+        groups = [topic] if broker.consumer_manager.query_topic_consume_by_who(topic) else []
+        groups += [g for g in broker.consumer_offset_manager.which_group_by_topic(topic) if g != topic]
+        return GroupList(group_list=hashmap_order(groups))
 
     @QueryTopicsByConsumer.responder
     def query_topics_by_consumer(self, header: Any, body: Any, context: RequestContext) -> Any:
