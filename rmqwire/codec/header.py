@@ -225,6 +225,7 @@ class CommandHeader:
     __wire_names__: ClassVar[frozenset[str]] = frozenset()
     __decode_plan__: ClassVar[tuple[tuple[str, str, Callable[[str], Any], bool], ...]] = ()
     __encode_plan__: ClassVar[tuple[tuple[str, str, Callable[[Any], str], JavaType], ...]] = ()
+    __required__: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -248,6 +249,11 @@ class CommandHeader:
         cls.__encode_plan__ = tuple(
             (s.attr, s.wire, s.java_type.format, s.java_type) for s in specs
         )
+        cls.__required__ = tuple((s.attr, s.wire) for s in specs if s.required)
+        # Straight-line codecs compiled from the plans (same results as the plan loops below,
+        # which stay as the reference; the headers of every pull and send go through these).
+        cls.to_ext_fields = _compile_encoder(cls)  # type: ignore[method-assign]
+        cls.from_ext_fields = classmethod(_compile_decoder(cls))  # type: ignore[method-assign,assignment]
 
     @classmethod
     def header_fields(cls) -> tuple[HeaderField, ...]:
@@ -325,15 +331,127 @@ class CommandHeader:
 
     def missing_required(self) -> tuple[str, ...]:
         """Wire names of required fields that are None."""
-        return tuple(
-            s.wire for s in self.__header_fields__ if s.required and getattr(self, s.attr) is None
-        )
+        return tuple(wire for attr, wire in self.__required__ if getattr(self, attr) is None)
 
     def validate(self) -> None:
         """Raise MissingHeaderFieldError if a required field is None (Java's senders fill them)."""
         missing = self.missing_required()
         if missing:
             raise _missing_error(type(self).__name__, list(missing))
+
+
+# ---- compiled codecs ----------------------------------------------------------------------------
+
+#: Inline fast paths per Java type name: the common value handled without the type's formatter /
+#: parser (anything else goes through them, and through their errors).
+_INT_BOUNDS = {"Integer": _INT32, "int": _INT32, "Long": _INT64, "long": _INT64}
+
+
+def _encode_value(header: CommandHeader, attr: str, fmt: Callable[[Any], str], jt: JavaType, value: Any) -> str:
+    try:
+        return fmt(value)
+    except (TypeError, ValueError) as e:
+        raise CodecError(f"{type(header).__name__}.{attr} ({jt.name}): {e}") from None
+
+
+def _primitive_none(header: CommandHeader, attr: str, jt: JavaType) -> None:
+    raise CodecError(f"{type(header).__name__}.{attr} is a primitive {jt.name} and cannot be None")
+
+
+def _decode_value(cls: type[CommandHeader], wire: str, parse: Callable[[str], Any], raw: Any) -> Any:
+    try:
+        return parse(raw)
+    except (ValueError, TypeError) as e:
+        raise cls._bad_value(wire, raw, e) from None
+
+
+def _compile(name: str, lines: list[str], env: dict[str, Any]) -> Callable[..., Any]:
+    exec("\n".join(lines), env)  # noqa: S102 - code built from the class's own declarations
+    return env[name]
+
+
+def _compile_encoder(cls: type[CommandHeader]) -> Callable[[CommandHeader], dict[str, str]]:
+    env: dict[str, Any] = {"_enc": _encode_value, "_none": _primitive_none}
+    lines = ["def to_ext_fields(self):", "    extra = self.extra", "    out = dict(extra) if extra else {}"]
+    for i, (attr, wire, fmt, jt) in enumerate(cls.__encode_plan__):
+        env[f"f{i}"], env[f"t{i}"] = fmt, jt
+        w, slow = repr(wire), f"_enc(self, {attr!r}, f{i}, t{i}, v)"
+        lines.append(f"    v = self.{attr}")
+        if jt.primitive:
+            lines += ["    if v is None:", f"        _none(self, {attr!r}, t{i})", "    if True:"]
+        else:
+            lines.append("    if v is not None:")
+        bounds = _INT_BOUNDS.get(jt.name)
+        if jt.name == "String":
+            lines.append(f"        out[{w}] = v if type(v) is str else {slow}")
+        elif bounds is not None:
+            lo, hi = bounds
+            lines.append(f"        out[{w}] = str(v) if type(v) is int and {lo} <= v <= {hi} else {slow}")
+        elif jt.name in ("Boolean", "boolean"):
+            lines.append(f"        out[{w}] = 'true' if v is True else 'false' if v is False else {slow}")
+        else:
+            lines.append(f"        out[{w}] = {slow}")
+    lines.append("    return out")
+    fn = _compile("to_ext_fields", lines, env)
+    fn.__doc__ = CommandHeader.to_ext_fields.__doc__
+    fn.__qualname__ = f"{cls.__qualname__}.to_ext_fields"
+    return fn
+
+
+def _compile_decoder(cls: type[CommandHeader]) -> Callable[..., CommandHeader]:
+    env: dict[str, Any] = {"_dec": _decode_value, "_missing_error": _missing_error,
+                           "HeaderDecodeError": HeaderDecodeError}
+    lines = [
+        "def from_ext_fields(cls, ext, *, strict=True):",
+        "    ext = ext or {}",
+        "    get = ext.get",
+        "    kwargs = {}",
+        "    missing = []",
+        "    found = 0",
+    ]
+    for i, (attr, wire, parse, required) in enumerate(cls.__decode_plan__):
+        env[f"p{i}"] = parse
+        jt = cls.__header_fields__[i].java_type
+        w, slow = repr(wire), f"_dec(cls, {wire!r}, p{i}, raw)"
+        lines.append(f"    raw = get({w})")
+        lines.append("    if raw is None:")
+        lines.append(f"        missing.append({w})" if required else "        pass")
+        lines.append("    else:")
+        lines.append("        found += 1")
+        bounds = _INT_BOUNDS.get(jt.name)
+        if jt.name == "String":
+            lines.append(f"        kwargs[{attr!r}] = raw if type(raw) is str else {slow}")
+        elif bounds is not None:
+            lo, hi = bounds
+            lines += [
+                "        if type(raw) is str and raw.isascii() and raw.isdigit():",
+                "            n = int(raw)",
+                f"            kwargs[{attr!r}] = n if n <= {hi} else {slow}",  # digits: never < lo
+                "        else:",
+                f"            kwargs[{attr!r}] = {slow}",
+            ]
+            assert lo < 0
+        else:
+            lines.append(f"        kwargs[{attr!r}] = {slow}")
+    lines += [
+        "    if missing and strict:",
+        f"        raise _missing_error({cls.__name__!r}, missing)",
+        "    extra = {}",
+        "    if found != len(ext):  # some keys are not ours: keep them",
+        "        wire_names = cls.__wire_names__",
+        "        for k, v in ext.items():",
+        "            if k not in wire_names and v is not None:  # a null value is an absent key",
+        "                if not isinstance(k, str) or not isinstance(v, str):",
+        "                    raise HeaderDecodeError(",
+        f"                        f'{cls.__name__}: extFields entry {{k!r}} is not a string pair'",
+        "                    )",
+        "                extra[k] = v",
+        "    return cls(extra=extra, **kwargs)",
+    ]
+    fn = _compile("from_ext_fields", lines, env)
+    fn.__doc__ = CommandHeader.from_ext_fields.__doc__
+    fn.__qualname__ = f"{cls.__qualname__}.from_ext_fields"
+    return fn
 
 
 def _missing_error(header: str, missing: list[str]) -> MissingHeaderFieldError:
