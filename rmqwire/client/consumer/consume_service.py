@@ -412,8 +412,9 @@ class ConsumeMessageConcurrentlyService:
         if chunk <= 1:
             for req in reqs:
                 context = ConsumeConcurrentlyContext(mq)
-                runner.submit_settled(_call_listener, (listener, with_context, tuple(req.msgs), context),
-                                      (req, context), self._settle)
+                # the listener itself is the call (no wrapper frame per message)
+                args = (tuple(req.msgs), context) if with_context else (tuple(req.msgs),)
+                runner.submit_settled(listener, args, (req, context), self._settle)
             return
         # every worker is busy: one worker runs a chunk back to back (its listener still sees one
         # request at a time), which saves a hand-off per request
