@@ -119,6 +119,7 @@ from rmqwire.codec.message import MessageExt, PropertyKey, decode_messages
 from rmqwire.errors import (
     BrokerResponseError,
     CodecError,
+    MQClientError,
     RemotingError,
     for_code,
 )
@@ -979,7 +980,9 @@ class AdminCore(Service):
                                   count: int, group: str | None) -> QueryConsumeQueueResponseBody:
         r = await self.call(broker_addr, QueryConsumeQueue, topic=topic, queue_id=queue_id,
                             index=index, count=count, consumer_group=group)
-        return QueryConsumeQueueResponseBody.decode(r.body or b"{}")
+        if r.body is None:  # the broker's "Index i of q@topic is not exist!" (mqadmin: a trace)
+            raise MQClientError(r.remark or "the broker answered without consume queue data")
+        return QueryConsumeQueueResponseBody.decode(r.body)
 
     @deferred
     async def message_track_detail(self, msg: MessageExt) -> list[MessageTrack]:

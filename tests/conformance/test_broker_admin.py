@@ -272,6 +272,49 @@ def test_rmqadmin_prints_what_mqadmin_prints_against_our_broker(twins: Twins, re
 
 
 
+#: More read-only commands, compared only rmqadmin against mqadmin on our servers: their output
+#: depends on the whole cluster (the official one is shared with other modules) or on where the
+#: messages are stored. Each pair runs back to back.
+OURS_ONLY: list[tuple[str, Callable[[Twins, Side], list[str]]]] = [
+    ("clusterList", lambda t, s: ["clusterList"]),
+    ("clusterList -m", lambda t, s: ["clusterList", "-m"]),
+    ("topicList", lambda t, s: ["topicList"]),
+    ("topicList -c", lambda t, s: ["topicList", "-c"]),
+    ("topicRoute", lambda t, s: ["topicRoute", "-t", t.topic]),
+    ("topicRoute -l", lambda t, s: ["topicRoute", "-t", t.topic, "-l"]),
+    ("topicClusterList", lambda t, s: ["topicClusterList", "-t", t.topic]),
+    ("getNamesrvConfig", lambda t, s: ["getNamesrvConfig"]),
+    ("getBrokerConfig", lambda t, s: ["getBrokerConfig", "-b", s.broker_addr]),
+    ("consumerProgress", lambda t, s: ["consumerProgress"]),
+    ("statsAll", lambda t, s: ["statsAll"]),
+    ("queryMsgById", lambda t, s: ["queryMsgById", "-t", t.topic, "-i", s.sent[0].offset_msg_id]),
+    ("queryMsgByKey", lambda t, s: ["queryMsgByKey", "-t", t.topic, "-k", "k2"]),
+    ("queryMsgByUniqueKey", lambda t, s: ["queryMsgByUniqueKey", "-t", t.topic, "-i", s.sent[3].msg_id]),
+    ("queryMsgByOffset", lambda t, s: ["queryMsgByOffset", "-t", t.topic, "-b", BROKER_NAME, "-i", "1",
+                                       "-o", "0"]),
+    ("printMsg", lambda t, s: ["printMsg", "-t", t.topic]),
+    ("printMsgByQueue", lambda t, s: ["printMsgByQueue", "-t", t.topic, "-a", BROKER_NAME, "-i", "0", "-p",
+                                      "true", "-d", "true", "-f", "true"]),
+    ("consumeMessage", lambda t, s: ["consumeMessage", "-t", t.topic, "-c", "3"]),
+    ("queryCq", lambda t, s: ["queryCq", "-t", t.topic, "-q", "0", "-i", "0"]),
+    ("queryCq -g", lambda t, s: ["queryCq", "-t", t.topic, "-q", "1", "-i", "0", "-c", "2", "-g", t.group]),
+    ("queryCq -g not online", lambda t, s: ["queryCq", "-t", t.topic, "-q", "1", "-i", "1", "-g", "NoSuchG"]),
+    ("allocateMQ", lambda t, s: ["allocateMQ", "-t", t.topic, "-i", "10.0.0.1,10.0.0.2,10.0.0.3"]),
+]
+
+
+@pytest.mark.parametrize("name", [n for n, _ in OURS_ONLY])
+def test_rmqadmin_more_commands_against_our_servers(twins: Twins, read_only: Any, tmp_path: Path,
+                                                    name: str) -> None:
+    args = dict(OURS_ONLY)[name](twins, twins.ours)
+    java, = twins.ours.mqadmin(args)
+    ours = rmqadmin(twins.ours.namesrv_addr, *args, cwd=tmp_path)
+    assert printed_ok(java), java.stdout + java.stderr
+    assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+    assert java.stdout.strip()  # something to compare
+    assert normalise(ours.stdout) == normalise(java.stdout)
+
+
 def test_broker_status_has_the_official_keys(read_only: dict[str, Any]) -> None:
     official, ours = read_only["brokerStatus"]
     assert java_ok(official) and java_ok(ours), ours.stdout + ours.stderr

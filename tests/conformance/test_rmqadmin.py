@@ -644,6 +644,8 @@ def test_listing_and_help(state: State) -> None:
     (["queryMsgByOffset", "-t", "{topic}", "-b", "broker-a", "-i", "x", "-o", "0"], 1,
      "-i/--queueId must be an integer"),
     (["brokerStatus"], 1, "give exactly one of -b/--brokerAddr and -c/--clusterName"),
+    # the broker answers without a body (mqadmin: a NullPointerException trace)
+    (["queryCq", "-t", "{topic}", "-q", "0", "-i", "99"], 1, "Index 99 of 0@"),
 ])
 def test_bad_input_gives_one_line(state: State, args: list[str], code: int, needle: str) -> None:
     run = rmqadmin(state.namesrv, *[a.replace("{topic}", state.topic) for a in args])

@@ -10,7 +10,7 @@ Who consumes what: QUERY_TOPIC_CONSUME_BY_WHO, QUERY_TOPICS_BY_CONSUMER. Stats:
 VIEW_BROKER_STATS_DATA (``BrokerStatsManager``). The broker itself: GET_BROKER_RUNTIME_INFO
 (Java's keys), GET_BROKER_CONFIG, and UPDATE_BROKER_CONFIG, refused for Java's black list and
 unless ``enableUpdateBrokerConfig`` is set, then only for the keys of ``UPDATABLE_KEYS``
-(CVE-2023-33246); CLEAN_EXPIRED_CONSUMEQUEUE, DELETE_EXPIRED_COMMITLOG. Connections:
+(CVE-2023-33246); CLEAN_EXPIRED_CONSUMEQUEUE, DELETE_EXPIRED_COMMITLOG; QUERY_CONSUME_QUEUE. Connections:
 GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST. Relayed to one consumer on its own
 connection (``client_relay``): GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY,
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS.
@@ -75,6 +75,12 @@ from rmqwire.codec.commands.consumer import (
     UnlockBatchRequestBody,
 )
 from rmqwire.codec.commands.namesrv import KVTable
+from rmqwire.codec.commands.query import (
+    ConsumeQueueData,
+    QueryConsumeQueue,
+    QueryConsumeQueueRequestHeader,
+    QueryConsumeQueueResponseBody,
+)
 from rmqwire.codec.commands.offset import (
     ConsumerOffsetSerializeWrapper,
     GetAllConsumerOffset,
@@ -120,6 +126,9 @@ if TYPE_CHECKING:
     from rmqwire.server.broker.controller import Broker
 
 __all__ = ["AdminBrokerProcessor", "parse_attributes"]
+
+#: Java ``ConsumeQueueExt.MAX_ADDR``: a tags code at or below it is an address in the extension file.
+CQ_EXT_MAX_ADDR = -(2**31) - 1
 
 
 def parse_attributes(text: str | None) -> dict[str, str]:
@@ -504,6 +513,39 @@ class AdminBrokerProcessor(Processor):
         forward = dataclasses.replace(request, ext_fields=fields,
                                       body=bytes(record) if record is not None else request.body)
         return broker.broker2client.call_consumer(request.code, forward, header.consumer_group, header.client_id)
+
+    # ---- the consume queue ------------------------------------------------------------------------
+
+    @QueryConsumeQueue.responder
+    def query_consume_queue(self, header: QueryConsumeQueueRequestHeader, body: Any,
+                            context: RequestContext) -> Any:
+        """Java ``queryConsumeQueue`` (mqadmin queryCq): ``count`` units from ``index``, within the
+        file that holds it. rmqwire has no consume-queue extension: every unit is a plain one, and
+        ``filterData`` is "null" (Java's for a tag subscription) for SQL92 subscriptions too."""
+        topic, queue_id, index = header.topic or "", header.queue_id or 0, header.index or 0
+        cq = self.broker.store.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            raise for_code(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
+        answer = QueryConsumeQueueResponseBody(max_queue_index=cq.max_offset_in_queue,
+                                               min_queue_index=cq.min_offset_in_queue)
+        group = header.consumer_group
+        if group is not None:
+            answer.subscription_data = self.broker.consumer_manager.find_subscription(group, topic)
+            answer.filter_data = ("null" if answer.subscription_data is not None
+                                  else f"{group}@{topic} is not online!")
+        units = cq.iterate_from(index)
+        if units is None:
+            return Response(remark=f"Index {index} of {queue_id}@{topic} is not exist!")
+        answer.queue_data = []
+        for unit in units:
+            if unit.queue_offset - index >= (header.count or 0):
+                break
+            one = ConsumeQueueData(physic_offset=unit.pos, physic_size=unit.size,
+                                   tags_code=unit.tags_code)
+            if unit.tags_code <= CQ_EXT_MAX_ADDR:  # an extension address: not kept here
+                one.msg = f"Cq extend not exist!addr: {unit.tags_code}"
+            answer.queue_data.append(one)
+        return answer.encode()
 
     # ---- store maintenance -----------------------------------------------------------------------
 
