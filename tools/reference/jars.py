@@ -120,10 +120,16 @@ def compile_java(sources: list[Path], name: str, version: str = DEFAULT_VERSION)
     if (out / ".compiled").exists():
         return out
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [javac_bin(), "-nowarn", "-encoding", "UTF-8", "-d", str(out), "-cp", classpath(version),
-           *map(str, sources)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"javac failed for {name}:\n{proc.stdout}{proc.stderr}")
-    (out / ".compiled").write_text("ok\n")
+    # Several pytest processes may compile at once: one javac per output dir, the others wait
+    # (a JVM must never load a class file another javac is still writing).
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / ".compiled").exists():
+            return out
+        cmd = [javac_bin(), "-nowarn", "-encoding", "UTF-8", "-d", str(out), "-cp", classpath(version),
+               *map(str, sources)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac failed for {name}:\n{proc.stdout}{proc.stderr}")
+        (out / ".compiled").write_text("ok\n")
     return out
