@@ -705,3 +705,40 @@ def test_rmqadmin_mutating_commands_against_our_servers(twins: Twins, read_only:
                             refused.stderr), refused.stderr
         java, = ours.mqadmin(args)
         assert "CODE: 16" in java.stdout + java.stderr, java
+
+
+def test_rmqadmin_reset_offset_and_broker_status_on_our_servers(twins: Twins, read_only: Any,
+                                                                 tmp_path: Path) -> None:
+    """rmqadmin resetOffsetByTime on our broker prints mqadmin's table and the running Java
+    consumer gets every message once more; rmqadmin brokerStatus has mqadmin's keys, order and
+    padding there, and the values that do not move between two samples."""
+    ours = twins.ours
+    args = ["resetOffsetByTime", "-g", twins.group, "-t", twins.topic, "-s", "0"]
+    before = collections.Counter(r.msg_id for r in ours.consumer.records)
+    reset = rmqadmin(ours.namesrv_addr, *args, cwd=tmp_path)
+    assert reset.returncode == 0 and reset.stderr == "", reset.stderr
+    rows = [line.split() for line in reset.stdout.splitlines() if line.startswith(BROKER_NAME)]
+    assert sorted((int(q), int(o)) for _, q, o in rows) == [(q, 0) for q in range(QUEUES)]
+
+    def again() -> bool:
+        seen = collections.Counter(r.msg_id for r in ours.consumer.records)
+        return all(seen[r.msg_id] > before[r.msg_id] for r in ours.sent)
+
+    _wait(again, "rmqwire: every message again after rmqadmin's resetOffsetByTime")
+    java, = ours.mqadmin(args)  # mqadmin's reset prints the same table
+    assert java_ok(java) and normalise(java.stdout) == normalise(reset.stdout), java.stdout
+
+    java, = ours.mqadmin(["brokerStatus", "-b", ours.broker_addr])
+    mine = rmqadmin(ours.namesrv_addr, "brokerStatus", "-b", ours.broker_addr, cwd=tmp_path)
+    assert java_ok(java) and mine.returncode == 0 and mine.stderr == "", mine.stderr
+
+    def table(text: str) -> list[tuple[str, str]]:
+        return [(key, value) for key, _, value in (line.partition(": ") for line in text.splitlines())]
+
+    theirs, got = table(java.stdout), table(mine.stdout)
+    assert [k for k, _ in got] == [k for k, _ in theirs]  # keys, order and padding
+    stable = ("brokerVersionDesc", "brokerVersion", "brokerActive", "commitLogMinOffset",
+              "bootTimestamp", "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity")
+    for (key, a), (_, b) in zip(theirs, got, strict=True):
+        if key.split()[-1] in stable:
+            assert a == b, key
