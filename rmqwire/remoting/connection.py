@@ -19,8 +19,18 @@ import heapq
 from typing import Any
 
 from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
-from rmqwire.codec.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCommand, encode_frame
-from rmqwire.errors import CodecError, LocalProtocolError, RemoteProtocolError, RemotingTooManyRequestsError
+from rmqwire.codec.frame import (
+    DEFAULT_MAX_FRAME_LENGTH,
+    FrameDecoder,
+    RemotingCommand,
+    encode_frame,
+)
+from rmqwire.errors import (
+    CodecError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    RemotingTooManyRequestsError,
+)
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
@@ -205,8 +215,9 @@ class RemotingConnection:
         if stype is None:
             stype = request.serialize_type
         flag = (response.flag | FLAG_RESPONSE) & ~FLAG_ONEWAY
-        answer = dataclasses.replace(response, opaque=request.opaque, flag=flag)
-        return encode_frame(answer, stype)
+        if response.opaque != request.opaque or response.flag != flag:
+            response = dataclasses.replace(response, opaque=request.opaque, flag=flag)
+        return encode_frame(response, stype)
 
     # ---- receiving -----------------------------------------------------------------------------
 

@@ -36,7 +36,13 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from rmqwire.codec.codes import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, ResponseCode
+from rmqwire.codec.codes import (
+    DEFAULT_VERSION,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    LanguageCode,
+    ResponseCode,
+)
 from rmqwire.codec.commands import RESPONDS_TO, Command
 from rmqwire.codec.frame import RemotingCommand
 from rmqwire.errors import BrokerResponseError, CodecError
@@ -164,10 +170,17 @@ class _TypedHandler:
             header, body = self.command.parse_request(request)
         except CodecError as e:
             raise RequestHeaderError(e) from e
-        context = dataclasses.replace(context, request=request)
-        d = maybeDeferred(self.method, header, body, context)
-        d.addCallback(_await_coroutine)
-        return d.addCallback(self._encode, request)
+        if context.request is not request:
+            context = dataclasses.replace(context, request=request)
+        # Called at once (errors propagate to the Dispatcher, which answers them); only a
+        # Deferred or coroutine result costs a Deferred chain.
+        result = self.method(header, body, context)
+        if inspect.iscoroutine(result):
+            result = Deferred.fromCoroutine(result)
+        if isinstance(result, Deferred):
+            result.addCallback(_await_coroutine)
+            return result.addCallback(self._encode, request)
+        return self._encode(result, request)
 
     def _encode(self, value: Any, request: RemotingCommand) -> RemotingCommand | None:
         result = self.command.as_response(value)
@@ -235,9 +248,18 @@ class Dispatcher:
 
         The Deferred never fails: every error becomes a response (or None for oneway).
         """
+        result = self.answer(request, context)
+        return result if isinstance(result, Deferred) else _succeed(result)
+
+    def answer(
+        self, request: RemotingCommand, context: RequestContext
+    ) -> RemotingCommand | None | Deferred[RemotingCommand | None]:
+        """``dispatch`` without a Deferred when the handler answers at once (most do, and a
+        Deferred chain per request was most of a cached route lookup's cost): the response to
+        send, None, or a Deferred of either that never fails."""
         observer = self.observer
         started = time.perf_counter() if observer is not None else 0.0
-        handler = self.handler_for(request.code)
+        handler = self._table.get(request.code, self.default)
         if handler is None:
             self.log.error(
                 "{peer} request type {code} not supported", peer=context.peer, code=request.code
@@ -246,11 +268,28 @@ class Dispatcher:
                 request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, unsupported_remark(request.code))
             if observer is not None:
                 observer.record(request, response, time.perf_counter() - started, False)
-            return _succeed(self._finish(request, response))
-        d: Deferred[RemotingCommand | None] = (
-            maybeDeferred(self._hooked, handler, request, context) if self.hooks
-            else maybeDeferred(handler, request, context)
-        )
+            return self._finish(request, response)
+        try:
+            result = (self._hooked(handler, request, context) if self.hooks
+                      else handler(request, context))
+            if inspect.iscoroutine(result):
+                result = Deferred.fromCoroutine(result)
+        except BaseException:  # as maybeDeferred: every error becomes an answer
+            response = self._on_failure(request, context, Failure())
+        else:
+            if isinstance(result, Deferred):
+                return self._chain(result, request, context, observer, started)
+            try:
+                response = self._check(request, result)
+            except BaseException:
+                response = self._on_failure(request, context, Failure())
+        if observer is None:
+            return self._finish(request, response)
+        return self._observed(response, observer, request, started, False)
+
+    def _chain(self, d: Deferred[Any], request: RemotingCommand, context: RequestContext,
+               observer: RpcObserver | None, started: float) -> Deferred[RemotingCommand | None]:
+        """The steps of ``answer`` for a handler that returned a Deferred."""
         pending = not d.called
         # separate steps so that a bad return value (TypeError in _check) also becomes SYSTEM_ERROR
         d.addCallback(_await_coroutine)
@@ -315,8 +354,11 @@ class Dispatcher:
         return self._finish(request, response)
 
     def _finish(self, request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
-        if response is None or request.is_oneway:
+        if response is None or request.flag & FLAG_ONEWAY:
             return None  # Java's writeResponse drops responses to oneway requests
+        if (response.opaque == request.opaque and response.flag == FLAG_RESPONSE
+                and response.language is self.language and response.version == self.version):
+            return response  # already so (a handler's response_to): no copy
         return dataclasses.replace(
             response,
             opaque=request.opaque,

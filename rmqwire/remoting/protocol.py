@@ -22,8 +22,13 @@ from twisted.python.failure import Failure
 
 from rmqwire.codec.codes import FLAG_ONEWAY, ResponseCode, code_name
 from rmqwire.codec.frame import RemotingCommand
-from rmqwire.errors import CodecError, ConnectionLostError, RemotingError, RemotingTimeoutError
-from rmqwire.errors import LocalProtocolError
+from rmqwire.errors import (
+    CodecError,
+    ConnectionLostError,
+    LocalProtocolError,
+    RemotingError,
+    RemotingTimeoutError,
+)
 from rmqwire.remoting.config import RemotingConfig
 from rmqwire.remoting.connection import (
     PendingCall,
@@ -33,7 +38,11 @@ from rmqwire.remoting.connection import (
     ResponseReceived,
     UnmatchedResponse,
 )
-from rmqwire.remoting.dispatcher import Dispatcher, RequestContext, exception_simple_desc
+from rmqwire.remoting.dispatcher import (
+    Dispatcher,
+    RequestContext,
+    exception_simple_desc,
+)
 
 
 def format_address(addr: object) -> str:
@@ -326,8 +335,17 @@ class RemotingProtocol(Protocol):
 
     def _dispatch(self, request: RemotingCommand) -> None:
         context = RequestContext(peer=self.peer, channel=self, request=request)
+        answer = self.dispatcher.answer(request, context)
+        if not isinstance(answer, Deferred):  # answered at once: no Deferred per request
+            try:
+                self._respond(answer, request)
+            except Exception:
+                self.log.failure("answering request {code} opaque {opaque} from {peer} failed",
+                                 code=request.code, opaque=request.opaque, peer=self.peer)
+            self._notify_drained()
+            return
         self._dispatching += 1
-        d = self.dispatcher.dispatch(request, context)
+        d = answer
         d.addCallback(self._respond, request)
         d.addBoth(self._dispatched)
         d.addErrback(

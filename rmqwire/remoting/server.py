@@ -18,9 +18,10 @@ import enum
 from typing import Any
 
 from twisted.application.service import Service
-from twisted.internet import defer
+from twisted.internet import defer, tcp
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IListeningPort
+from twisted.internet.posixbase import PosixReactorBase
 from twisted.internet.protocol import Protocol, ServerFactory
 from twisted.logger import Logger
 
@@ -46,6 +47,38 @@ class TlsMode(enum.Enum):
 
 #: The first byte of a TLS handshake record (Java's HANDSHAKE_MAGIC_CODE).
 _TLS_HANDSHAKE = 0x16
+
+
+class _FlushingServer(tcp.Server):
+    """A TCP server connection whose writes go to the socket at once when nothing is queued, as
+    Netty's writeAndFlush does on its event loop. Twisted's own write queues every response and
+    asks epoll for writability (two epoll_ctl calls and another reactor pass per response: about
+    a third of the CPU of a cached route lookup); what the socket does not take is queued as
+    usual."""
+
+    def write(self, data: bytes) -> None:
+        if (type(data) is bytes and data and self.connected and not self.disconnecting
+                and not self._writeDisconnected and not self.dataBuffer and not self._tempDataLen):
+            sent = self.writeSomeData(data)
+            if type(sent) is int and sent > 0:  # else EWOULDBLOCK or an error: the reactor sees to it
+                if sent == len(data):
+                    return
+                data = data[sent:]
+        super().write(data)
+
+
+class _FlushingPort(tcp.Port):
+    transport = _FlushingServer
+
+
+def listen_tcp(reactor: Any, port: int, factory: ServerFactory, interface: str) -> IListeningPort:
+    """``reactor.listenTCP`` with ``_FlushingServer`` connections on the posix reactors (any other
+    reactor, e.g. a test's MemoryReactor, listens as usual)."""
+    if isinstance(reactor, PosixReactorBase):
+        listening = _FlushingPort(port, factory, interface=interface, reactor=reactor)
+        listening.startListening()
+        return listening
+    return reactor.listenTCP(port, factory, interface=interface)
 
 
 class _ServerFactory(ServerFactory):
@@ -193,9 +226,7 @@ class RemotingServer(Service):
         factory: Any = _ServerFactory(self)
         if self.config.tls is not None and self.tls_mode is TlsMode.ENFORCING:
             factory = self.tls_factory()
-        self._listening = self.reactor.listenTCP(
-            self.requested_port, factory, interface=self.interface
-        )
+        self._listening = listen_tcp(self.reactor, self.requested_port, factory, self.interface)
         super().startService()
         self.log.info("listening on {host}", host=self._listening.getHost())
 

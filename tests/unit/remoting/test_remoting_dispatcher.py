@@ -482,3 +482,72 @@ def test_typed_error_without_or_with_remark(remark: str | None) -> None:
 
     resp = result_of(typed_dispatcher(Busy()).dispatch(GetRouteInfo.request(topic="T"), CTX))
     assert (resp.code, resp.remark) == (2, remark)
+
+
+# ---- answer(): the same answers without a Deferred for handlers that answer at once ------------
+
+
+def _raises(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+    raise DomainError("boom")
+
+
+@pytest.mark.parametrize("handler", [
+    lambda c, x: c.response_to(0, remark="ok", body=b"b", language=LanguageCode.JAVA),
+    lambda c, x: RemotingCommand(code=0, body=b"ok", opaque=1, language=LanguageCode.GO, version=1),
+    lambda c, x: None,
+    _raises,
+    lambda c, x: {"code": 0},
+    lambda c, x: (_ for _ in ()).throw(NoPermissionError(remark="denied")),
+])
+@pytest.mark.parametrize("oneway", [False, True])
+def test_answer_is_synchronous_and_equals_dispatch(handler: Any, oneway: bool, log_events) -> None:
+    d = Dispatcher({105: handler}, language=LanguageCode.JAVA, version=401)
+    now = d.answer(request(oneway=oneway), CTX)
+    assert not isinstance(now, Deferred)
+    later = result_of(d.dispatch(request(oneway=oneway), CTX))
+    assert now == later
+    if now is not None:
+        assert (now.opaque, now.flag, now.language, now.version) == (77, FLAG_RESPONSE, LanguageCode.JAVA, 401)
+        assert now.serialize_type == later.serialize_type
+
+
+def test_answer_of_a_deferred_handler_is_that_deferred_chain() -> None:
+    pending: Deferred[RemotingCommand] = Deferred()
+    later = Dispatcher({105: lambda c, x: pending}).answer(request(), CTX)
+    assert isinstance(later, Deferred)
+    _sync.assertNoResult(later)
+    pending.callback(request().response_to(0, remark="late"))
+    assert result_of(later).remark == "late"
+
+
+def test_answer_tells_the_observer_whether_the_answer_was_pending() -> None:
+    seen: list[tuple[int, str | None, bool]] = []
+
+    class Observer:
+        def record(self, req: RemotingCommand, resp: RemotingCommand, elapsed: float, pending: bool) -> None:
+            seen.append((req.code, resp.remark, pending))
+
+    gate: Deferred[RemotingCommand] = Deferred()
+    d = Dispatcher({105: lambda c, x: c.response_to(0, remark="now"), 106: lambda c, x: gate})
+    d.observer = Observer()
+    assert d.answer(request(105), CTX).remark == "now"
+    later = d.answer(request(106), CTX)
+    gate.callback(request(106).response_to(0, remark="held"))
+    assert result_of(later).remark == "held"
+    assert seen == [(105, "now", False), (106, "held", True)]
+
+
+def test_typed_responder_answering_at_once_needs_no_deferred() -> None:
+    class Routes(Processor):
+        @GetRouteInfo.responder
+        def route(self, header: GetRouteInfoRequestHeader, body: None, ctx: RequestContext) -> Any:
+            if header.topic == "missing":
+                raise TopicNotExistError(remark="no route")
+            return TopicRouteData(queue_datas=[], broker_datas=[])
+
+    d = Dispatcher.for_config(JAVA_SERVER_CONFIG, Routes())
+    ok = d.answer(RemotingCommand.request(105, {"topic": "T"}, opaque=3), CTX)
+    missing = d.answer(RemotingCommand.request(105, {"topic": "missing"}, opaque=4), CTX)
+    assert isinstance(ok, RemotingCommand) and (ok.code, ok.opaque) == (0, 3) and ok.body
+    assert isinstance(missing, RemotingCommand)
+    assert (missing.code, missing.remark, missing.opaque) == (ResponseCode.TOPIC_NOT_EXIST, "no route", 4)

@@ -101,6 +101,24 @@ def test_round_trip_large_bodies_and_callback() -> None:
     run_loopback(scenario)
 
 
+def test_responses_written_at_once_keep_their_order() -> None:
+    """The server's connections write to the socket directly when nothing is queued; a response
+    the socket takes only part of is queued, and so is every response after it until it drains."""
+    from rmqwire.remoting.server import _FlushingServer
+
+    async def scenario(lb: Loopback) -> None:
+        sizes = [0, 10, len(BIG), 3, len(BIG) // 3, 0, 70_000, 1] * 3
+        bodies = [BIG[:n] or None for n in sizes]
+        calls = [lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, body), 30.0)
+                 for body in bodies]
+        results = await defer.gatherResults(calls)
+        assert [r.body for r in results] == bodies
+        (server_side,) = lb.server.channels
+        assert isinstance(server_side.transport, _FlushingServer)
+
+    run_loopback(scenario)
+
+
 def test_unknown_code_and_server_drop() -> None:
     async def scenario(lb: Loopback) -> None:
         resp = await lb.client.invoke(lb.addr, RemotingCommand.request(4242), 10.0)

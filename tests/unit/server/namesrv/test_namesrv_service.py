@@ -9,9 +9,19 @@ from typing import Any
 from namesrv_helpers import register_body
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
-from rmqwire.codec import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame
+from rmqwire.codec import (
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    encode_frame,
+)
 from rmqwire.codec.codes import LanguageCode
-from rmqwire.codec.commands.namesrv import BrokerHeartbeat, RegisterBroker, UpdateNamesrvConfig
+from rmqwire.codec.commands.namesrv import (
+    BrokerHeartbeat,
+    RegisterBroker,
+    UpdateNamesrvConfig,
+)
 from rmqwire.codec.commands.route import GetRouteInfo
 from rmqwire.codec.message import body_crc32
 from rmqwire.remoting import RequestContext
@@ -180,8 +190,8 @@ def test_cached_route_answers_match_the_typed_responder():
         first = client.send(request)[0]  # fills the cache
         again = client.send(request)[0]  # answered from it
         assert (first.code, first.body) == (again.code, again.body) == (0, first.body)
-        d = typed(request.with_opaque(99), RequestContext(peer="test"))
-        assert d.result.body == again.body
+        answer = typed(request.with_opaque(99), RequestContext(peer="test"))  # synchronous
+        assert isinstance(answer, RemotingCommand) and answer.body == again.body
     broker.call(UpdateNamesrvConfig, body=b"x=1\n")  # refused: nothing changes
     broker.register("broker-a", "10.0.0.1:10911", "T1", "T2", "T3", counter=2)
     assert b"T3" not in client.send(RemotingCommand.request(105, {"topic": "T1"}))[0].body
