@@ -246,9 +246,26 @@ def _json_object(d: Mapping[str, str]) -> str:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _plain_json_header(code: int, flag: int, language: LanguageCode | None,
+                       version: int) -> tuple[bytes, bytes]:
+    """The JSON header of a command without extFields and remark, split at its opaque."""
+    lang = "" if language is None else f',"language":"{language.name}"'
+    return (f'{{"code":{code},"flag":{flag}{lang},"opaque":'.encode(),
+            f',"serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode())
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header exactly as Java's fastjson writes it: top-level keys sorted, null members
     omitted, extFields in the map's own order (Java writes its HashMap's order)."""
+    if cmd.ext_fields is None and cmd.remark is None:  # most responses: a cached frame around the opaque
+        head, tail = _plain_json_header(cmd.code, cmd.flag, cmd.language, cmd.version)
+        return b"%s%d%s" % (head, cmd.opaque, tail)
+    return _json_header_text(cmd)
+
+
+def _json_header_text(cmd: RemotingCommand) -> bytes:
+    """``encode_json_header`` for any command (the reference of its cached form)."""
     parts = [f'{{"code":{cmd.code}']
     if cmd.ext_fields is not None:
         parts.append(',"extFields":')
@@ -309,8 +326,30 @@ def _lenient_language(value: Any) -> LanguageCode | None:
 
 
 _JSON_DECODE = json.JSONDecoder().decode
+_JSON_SCAN = json.JSONDecoder().scan_once
 _LANGUAGE_BY_NAME = {lc.name: lc for lc in LanguageCode}
 _NO_LANGUAGE = object()
+
+
+def _json_header_object(text: str) -> Any:
+    """The header's JSON value: the standard parse, else fastjson's lenient one."""
+    try:
+        # Java writes no whitespace around the header: the C scanner alone reads it (what
+        # JSONDecoder.decode adds is skipping and checking whitespace); anything else goes on.
+        try:
+            obj, end = _JSON_SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        return obj if end == len(text) else _JSON_DECODE(text)
+    except (json.JSONDecodeError, RecursionError):
+        from rmqwire.codec import (
+            fastjson,  # lenient fallback: unquoted keys, single quotes
+        )
+
+        try:
+            return fastjson.loads_lenient(text)
+        except CodecError as e:
+            raise HeaderDecodeError(f"JSON header is not valid JSON: {e}") from None
 
 
 def decode_json_header(data: bytes, body: bytes | None = None) -> RemotingCommand:
@@ -319,17 +358,7 @@ def decode_json_header(data: bytes, body: bytes | None = None) -> RemotingComman
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise HeaderDecodeError(f"JSON header is not valid UTF-8: {e.reason}", offset=e.start) from None
-    try:
-        obj = _JSON_DECODE(text)
-    except (json.JSONDecodeError, RecursionError):
-        from rmqwire.codec import (
-            fastjson,  # lenient fallback: unquoted keys, single quotes
-        )
-
-        try:
-            obj = fastjson.loads_lenient(text)
-        except CodecError as e:
-            raise HeaderDecodeError(f"JSON header is not valid JSON: {e}") from None
+    obj = _json_header_object(text)
     if not isinstance(obj, dict):
         raise HeaderDecodeError(f"JSON header is a {type(obj).__name__}, expected an object")
     if "code" not in obj:

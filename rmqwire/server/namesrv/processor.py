@@ -22,7 +22,7 @@ from typing import Any
 
 from twisted.logger import Logger
 
-from rmqwire.codec import RemotingCommand, fastjson
+from rmqwire.codec import RemotingCommand
 from rmqwire.codec.codes import LanguageCode, ResponseCode
 from rmqwire.codec.commands.base import Response
 from rmqwire.codec.commands.namesrv import (
@@ -47,7 +47,6 @@ from rmqwire.codec.commands.namesrv import (
     QueryDataVersion,
     QueryDataVersionResponseHeader,
     RegisterBroker,
-    RegisterBrokerBody,
     RegisterBrokerResponseHeader,
     RegisterTopicInNamesrv,
     UnregisterBroker,
@@ -55,11 +54,18 @@ from rmqwire.codec.commands.namesrv import (
     WipeWritePermOfBroker,
     WipeWritePermOfBrokerResponseHeader,
 )
-from rmqwire.codec.commands.route import GetBrokerClusterInfo, GetRouteInfo, TopicRouteData
-from rmqwire.codec.commands.topic import DataVersion, TopicConfigSerializeWrapper
+from rmqwire.codec.commands.route import (
+    GetBrokerClusterInfo,
+    GetRouteInfo,
+    TopicRouteData,
+)
 from rmqwire.codec.java import java_str
 from rmqwire.codec.message import body_crc32
-from rmqwire.errors import BrokerSystemError, CodecError, NoPermissionError, TopicNotExistError
+from rmqwire.errors import (
+    BrokerSystemError,
+    NoPermissionError,
+    TopicNotExistError,
+)
 from rmqwire.remoting.dispatcher import Handler, Processor, RequestContext
 from rmqwire.server.namesrv.config import (
     UPDATABLE_KEYS,
@@ -69,11 +75,10 @@ from rmqwire.server.namesrv.config import (
     parse_value,
 )
 from rmqwire.server.namesrv.kv import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from rmqwire.server.namesrv.register_body import RegisterBodyReader
 from rmqwire.server.namesrv.route_info import (
     BrokerAddrInfo,
     RouteInfoManager,
-    TopicConfigTable,
-    TopicQueueConfig,
     UnregisterRequest,
 )
 
@@ -82,9 +87,6 @@ APPLY_TOPIC_TIP = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for
 #: ``MixAll.ZONE_MODE`` / ``MixAll.ZONE_NAME`` extFields.
 ZONE_MODE = "__ZONE_MODE"
 ZONE_NAME = "__ZONE_NAME"
-#: ``MQVersion.Version.V3_0_11``: older brokers send a bare TopicConfigSerializeWrapper.
-V3_0_11 = 39
-_REMOTING_COMMAND_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
 
 
 def _npe(what: str) -> BrokerSystemError:
@@ -238,8 +240,8 @@ class DefaultRequestProcessor(Processor):
         #: Called with the channel of every registration (the controller watches it close).
         self.on_broker_channel = on_broker_channel
         self.on_config_updated = on_config_updated
-        #: (cluster, broker address) -> its last REGISTER_BROKER body, how it was sent, as read.
-        self._last_bodies: dict[tuple[Any, Any], tuple[bytes, tuple[int, bool], Any]] = {}
+        #: Each broker's last REGISTER_BROKER body, as read.
+        self._bodies = RegisterBodyReader()
 
     # ---- KV config -------------------------------------------------------------------------------
 
@@ -288,15 +290,10 @@ class DefaultRequestProcessor(Processor):
             raise BrokerSystemError(remark="crc32 not match")
         request = context.request
         version = request.version if request is not None else 0
-        key = (header.cluster_name, header.broker_addr)
-        compressed = bool(header.compressed)
-        last = self._last_bodies.get(key)
-        if last is not None and last[0] == body and last[1] == (version, compressed):
-            # A broker re-registers every 30 s with the same bytes: read them once.
-            table, filter_servers = last[2]
-        else:
-            table, filter_servers = _register_body(body, compressed, version)
-            self._remember_body(key, body, (version, compressed), (table, filter_servers))
+        key = BrokerAddrInfo(header.cluster_name, header.broker_addr)
+        table, filter_servers = self._bodies.read(key, body, bool(header.compressed), version)
+        if len(self._bodies) > len(self.routes.broker_live_table) + 16:
+            self._bodies.forget_all_but({*self.routes.broker_live_table, key})  # brokers gone
         if header.broker_id is None:
             raise _npe("brokerId")
         if header.cluster_name is None or header.broker_name is None or header.broker_addr is None:
@@ -324,16 +321,6 @@ class DefaultRequestProcessor(Processor):
         if channel is not None:
             self.on_broker_channel(channel)
         return self._register_answer(result.ha_server_addr, result.master_addr)
-
-    def _remember_body(self, key: tuple[Any, Any], body: bytes | None, how: tuple[int, bool],
-                       parsed: tuple[TopicConfigTable, list[str] | None]) -> None:
-        if body is None or len(body) < 4096:
-            return  # small bodies are cheap to read again
-        self._last_bodies[key] = (body, how, parsed)
-        live = self.routes.broker_live_table
-        if len(self._last_bodies) > len(live) + 16:  # forget brokers that are gone
-            for k in [k for k in self._last_bodies if BrokerAddrInfo(*k) not in live and k != key]:
-                del self._last_bodies[k]
 
     def _register_answer(self, ha_addr: str | None, master_addr: str | None) -> Response[Any, Any]:
         kv_body = None
@@ -506,65 +493,3 @@ def _item_type(key: str) -> str:
         if it.key == key:
             return it.java_type
     return "String"
-
-
-def _register_body(
-    body: bytes | None, compressed: bool, version: int
-) -> tuple[TopicConfigTable, list[str] | None]:
-    """The topic configs and filter servers of a REGISTER_BROKER body (Java's defaults when none)."""
-    if body is None:
-        return TopicConfigTable(), ([] if version >= V3_0_11 else None)
-    try:
-        if version < V3_0_11:  # a bare TopicConfigSerializeWrapper
-            return TopicConfigTable.of(TopicConfigSerializeWrapper.decode(body)), None
-        # The 5.x broker always says compressed=false, even when compressedRegister=true made it
-        # send a zlib stream; JSON starts with '{', zlib with 0x78.
-        if compressed or body[:1] == b"\x78":
-            decoded = RegisterBrokerBody.decode_compressed(body, version)
-        else:
-            tree = fastjson.loads(body)
-            fast = _fast_register_body(tree)
-            if fast is not None:
-                return fast
-            decoded = RegisterBrokerBody.from_fastjson(tree)
-    except (CodecError, UnicodeDecodeError, ValueError) as e:
-        raise BrokerSystemError(
-            remark=f"{_REMOTING_COMMAND_EXCEPTION}: Failed to decode RegisterBrokerBody ({e})"
-        ) from e
-    return TopicConfigTable.of(decoded.topic_config_serialize_wrapper), decoded.filter_server_list
-
-
-def _fast_register_body(tree: Any) -> tuple[TopicConfigTable, list[str] | None] | None:
-    """A plain REGISTER_BROKER body read straight from its JSON tree: a broker re-registers every
-    30 s with thousands of topics, and building a TopicConfig object per topic dominated the cost.
-    Returns None for anything unusual (casts, nulls, odd types): the generic decoder then reads
-    it with all of fastjson's leniency."""
-    if not isinstance(tree, dict):
-        return None
-    wrapper = tree.get("topicConfigSerializeWrapper")
-    filters = tree.get("filterServerList", [])
-    if not isinstance(wrapper, dict) or not isinstance(filters, list):
-        return None
-    if not all(type(f) is str for f in filters):
-        return None
-    table = wrapper.get("topicConfigTable", {})
-    mapping = wrapper.get("topicQueueMappingInfoMap", {})
-    if not isinstance(table, dict) or not isinstance(mapping, dict):
-        return None
-    configs: dict[str, TopicQueueConfig] = {}
-    for key, tc in table.items():
-        if type(tc) is not dict:
-            return None
-        get = tc.get
-        name, read, write = get("topicName"), get("readQueueNums", 16), get("writeQueueNums", 16)
-        perm, flag = get("perm", 6), get("topicSysFlag", 0)
-        if (type(name) is not str or type(read) is not int or type(write) is not int
-                or type(perm) is not int or type(flag) is not int):
-            return None
-        configs[key] = TopicQueueConfig(name, read, write, perm, flag)
-    dv_tree = wrapper.get("dataVersion")
-    try:
-        dv = DataVersion() if dv_tree is None else DataVersion.from_fastjson(dv_tree)
-    except CodecError:
-        return None
-    return TopicConfigTable(configs, dv, mapping), filters

@@ -23,9 +23,12 @@ from rmqwire.codec import (
 from rmqwire.codec.frame import (
     FRAME,
     ROCKETMQ_HEADER,
+    _json_header_object,
+    _json_header_text,
     _json_object,
     decode_frame,
     decode_json_header,
+    encode_json_header,
 )
 from rmqwire.codec.java import fastjson_quote
 
@@ -236,3 +239,30 @@ def test_fast_json_map_writer_matches_reference_escaper(d):
     # The C-encoder path with fix-ups must equal the plain table-driven fastjson escaper.
     reference = "{" + ",".join(f"{fastjson_quote(k)}:{fastjson_quote(v)}" for k, v in d.items()) + "}"
     assert _json_object(d) == reference
+
+
+@settings(max_examples=300, deadline=None)
+@given(commands(rocketmq=False), st.none() | st.sampled_from(LanguageCode))
+def test_cached_json_header_of_plain_commands_is_the_full_writer(cmd, language):
+    """Commands without extFields and remark (most responses) take a cached header around the
+    opaque; it must be the general writer's bytes."""
+    plain = dataclasses.replace(cmd, ext_fields=None, remark=None, language=language)
+    assert encode_json_header(plain) == _json_header_text(plain)
+    assert encode_json_header(cmd) == _json_header_text(cmd)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(text, json_values, max_size=6), st.sampled_from(["", " ", "\n\t ", "\r"]),
+       st.sampled_from(["", " ", "\n"]), st.booleans())
+def test_json_header_parse_is_the_standard_parse(obj, before, after, spaced):
+    """The scanner-only read of a header gives what json.loads gives, whatever the whitespace."""
+    sep = (", ", ": ") if spaced else (",", ":")
+    raw = before + json.dumps(obj, separators=sep, ensure_ascii=False) + after
+    assert _json_header_object(raw) == json.loads(raw)
