@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from namesrv_helpers import register_body
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
@@ -18,11 +20,24 @@ from rmqwire.codec import (
 )
 from rmqwire.codec.codes import LanguageCode
 from rmqwire.codec.commands.namesrv import (
+    AddWritePermOfBroker,
     BrokerHeartbeat,
+    DeleteKVConfig,
+    DeleteTopicInNamesrv,
+    PutKVConfig,
     RegisterBroker,
+    RegisterBrokerBody,
+    RegisterTopicInNamesrv,
+    UnregisterBroker,
     UpdateNamesrvConfig,
+    WipeWritePermOfBroker,
 )
-from rmqwire.codec.commands.route import GetRouteInfo
+from rmqwire.codec.commands.route import GetRouteInfo, QueueData, TopicRouteData
+from rmqwire.codec.commands.topic import (
+    DataVersion,
+    TopicConfig,
+    TopicConfigAndMappingSerializeWrapper,
+)
 from rmqwire.codec.message import body_crc32
 from rmqwire.remoting import RequestContext
 from rmqwire.server.namesrv import NameServer, NamesrvSettings
@@ -227,4 +242,101 @@ def test_any_request_is_answered_and_the_server_keeps_serving(code, fields, body
     assert reply.is_response and isinstance(reply.code, int)
     assert reply.code == ResponseCode.SUCCESS or reply.remark  # every error says why
     assert good.call(GetRouteInfo, topic="T1").code == ResponseCode.SUCCESS or code in (104, 216, 205)
+    ns.stopService()
+
+
+# ---- the route cache follows every change of what a route is built from --------------------------
+
+A, B = "10.0.0.1:10911", "10.0.0.2:10911"
+MANY = [f"M{i}" for i in range(60)]  # a body over RegisterBodyReader's size to remember
+
+
+def _register(peer: Peer, name: str, addr: str, topics: list[str], *, counter: int = 1,
+              perm: int = 6, broker_id: int = 0, filters: list[str] | None = None,
+              zone: str | None = None, perms: dict[str, int] | None = None) -> None:
+    table = {t: TopicConfig(topic_name=t, read_queue_nums=4, write_queue_nums=4,
+                            perm=(perms or {}).get(t, perm)) for t in topics}
+    body = RegisterBrokerBody(
+        topic_config_serialize_wrapper=TopicConfigAndMappingSerializeWrapper(
+            topic_config_table=table, data_version=DataVersion(0, 1000, counter)),
+        filter_server_list=filters or []).encode(standard=False)
+    extra = {"__ZONE_NAME": zone} if zone else {}
+    reply = peer.call(RegisterBroker, body=body, broker_name=name, broker_addr=addr,
+                      cluster_name="C", ha_server_addr=addr, broker_id=broker_id,
+                      enable_acting_master=False, compressed=False, body_crc32=body_crc32(body),
+                      extra=extra)
+    assert reply is not None and reply.code == ResponseCode.SUCCESS, reply
+
+
+def _answers(peer: Peer, topic: str) -> list[tuple[int, bytes | None]]:
+    """The route as a 5.x client (standard JSON) and as a 4.x one (fastjson's style) get it."""
+    out = []
+    for version in (479, 317):
+        (reply,) = peer.send(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                     {"topic": topic}, version=version))
+        out.append((reply.code, reply.body))
+    return out
+
+
+def _fresh(ns: NameServer, topic: str) -> list[tuple[int, bytes | None]]:
+    """The route built now, without any cache."""
+    route = ns.client_processor.route_data(topic)
+    if route is None:
+        return [(ResponseCode.TOPIC_NOT_EXIST, None)] * 2
+    return [(0, route.encode(standard=True)), (0, route.encode(standard=False))]
+
+
+_MUTATIONS: dict[str, Any] = {
+    "register another broker": lambda ns, r, a, b, c: _register(b, "broker-b", B, ["T1", "T3"]),
+    "register with a new perm": lambda ns, r, a, b, c: _register(a, "broker-a", A, ["T1", "T2"],
+                                                                 counter=2, perm=4),
+    "register without the topic": lambda ns, r, a, b, c: (
+        setattr(ns.settings.namesrv, "delete_topic_with_broker_registration", True),
+        _register(a, "broker-a", A, ["T2"], counter=2)),
+    "register a slave": lambda ns, r, a, b, c: _register(b, "broker-a", B, ["T1", "T2"],
+                                                         broker_id=1),
+    "register filter servers": lambda ns, r, a, b, c: _register(a, "broker-a", A, ["T1", "T2"],
+                                                                filters=["10.0.0.9:1"]),
+    "register in a zone": lambda ns, r, a, b, c: _register(a, "broker-a", A, ["T1", "T2"],
+                                                           zone="z1"),
+    "unregister": lambda ns, r, a, b, c: a.call(UnregisterBroker, cluster_name="C", broker_addr=A,
+                                                broker_name="broker-a", broker_id=0),
+    "channel closed": lambda ns, r, a, b, c: a.lose(),
+    "expired": lambda ns, r, a, b, c: r.advance(200),
+    "wipe write perm": lambda ns, r, a, b, c: c.call(WipeWritePermOfBroker, broker_name="broker-a"),
+    "add write perm": lambda ns, r, a, b, c: c.call(AddWritePermOfBroker, broker_name="broker-a"),
+    "delete topic": lambda ns, r, a, b, c: c.call(DeleteTopicInNamesrv, topic="T1"),
+    "delete topic in the cluster": lambda ns, r, a, b, c: c.call(DeleteTopicInNamesrv, topic="T1",
+                                                                 cluster_name="C"),
+    "register topic": lambda ns, r, a, b, c: c.call(
+        RegisterTopicInNamesrv, topic="T1", body=TopicRouteData(queue_datas=[QueueData(
+            broker_name="broker-a", read_queue_nums=1, write_queue_nums=1, perm=2)])),
+    "order conf put": lambda ns, r, a, b, c: c.call(PutKVConfig, namespace="ORDER_TOPIC_CONFIG",
+                                                    key="T1", value="broker-a:8"),
+    "order conf deleted": lambda ns, r, a, b, c: c.call(DeleteKVConfig,
+                                                        namespace="ORDER_TOPIC_CONFIG", key="T1"),
+    "orderMessageEnable switched off": lambda ns, r, a, b, c: setattr(
+        ns.settings.namesrv, "order_message_enable", False),
+    "one of many topics changed": lambda ns, r, a, b, c: _register(
+        a, "broker-a", A, ["T1", "T2", *MANY], counter=2, perms={"T1": 2}),
+}
+
+
+@pytest.mark.parametrize("mutation", list(_MUTATIONS))
+def test_cached_routes_follow_every_change(mutation: str) -> None:
+    ns, reactor = start({"orderMessageEnable": "true", "scanNotActiveBrokerInterval": "5000",
+                         "brokerChannelExpiredTime": "120000",
+                         "serverChannelMaxIdleTimeSeconds": "100000"})
+    a, b, client = Peer(ns, 1), Peer(ns, 2), Peer(ns, 3)
+    _register(a, "broker-a", A, ["T1", "T2", *MANY])
+    if mutation in ("add write perm",):
+        client.call(WipeWritePermOfBroker, broker_name="broker-a")
+    if mutation in ("order conf deleted", "orderMessageEnable switched off"):
+        client.call(PutKVConfig, namespace="ORDER_TOPIC_CONFIG", key="T1", value="broker-a:4")
+    before = _answers(client, "T1")
+    assert _answers(client, "T1") == before == _fresh(ns, "T1")  # the second from the cache
+    _MUTATIONS[mutation](ns, reactor, a, b, client)
+    after = _answers(client, "T1")
+    assert after == _fresh(ns, "T1")
+    assert after != before, "the mutation changed nothing: the test would not see a stale route"
     ns.stopService()
