@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from namesrv_helpers import register_body
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
