@@ -246,12 +246,21 @@ class RouteInfoManager:
                 cluster_name, broker_addr, topic_config.data_version
             )
             queue_table = self.topic_queue_table
+            read_only = is_prime_slave and broker_data.enable_acting_master  # an acting master
             for tc in table.values():
-                if changed or broker_name not in queue_table.get(tc.topic_name, ()):  # type: ignore[arg-type]
-                    perm = tc.perm
-                    if is_prime_slave and broker_data.enable_acting_master:
-                        perm &= ~_PERM_WRITE  # the acting master is read-only
-                    self._create_and_update_queue_data(broker_name, tc, perm)
+                queue_map = queue_table.get(tc.topic_name)  # type: ignore[arg-type]
+                existed = queue_map.get(broker_name) if queue_map is not None else None
+                if existed is not None:
+                    if not changed:
+                        continue
+                    perm = tc.perm & ~_PERM_WRITE if read_only else tc.perm
+                    if (existed.perm == perm and existed.read_queue_nums == tc.read_queue_nums
+                            and existed.write_queue_nums == tc.write_queue_nums
+                            and existed.topic_sys_flag == tc.topic_sys_flag):
+                        continue  # unchanged (the usual case), checked inline: thousands per body
+                else:
+                    perm = tc.perm & ~_PERM_WRITE if read_only else tc.perm
+                self._create_and_update_queue_data(broker_name, tc, perm)
             if changed:
                 for topic, info in mapping.items():
                     bname = info.get("bname") if isinstance(info, Mapping) else None
