@@ -22,7 +22,12 @@ from typing import Any, NamedTuple
 from twisted.logger import Logger
 
 from rmqwire.codec.commands.namesrv import BrokerMemberGroup
-from rmqwire.codec.commands.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from rmqwire.codec.commands.route import (
+    BrokerData,
+    ClusterInfo,
+    QueueData,
+    TopicRouteData,
+)
 from rmqwire.codec.commands.topic import DataVersion, TopicConfig, TopicList
 from rmqwire.model import PermName
 from rmqwire.server.namesrv.config import NamesrvConfig
@@ -153,6 +158,9 @@ class RouteInfoManager:
         self.version = 0
         #: NOTIFY_MIN_BROKER_ID_CHANGE requests to send (drained by the caller).
         self.notifications: list[MinBrokerIdChange] = []
+        #: broker name -> the topic configs last applied to its queues, whether read-only, and
+        #: ``version`` after that registration.
+        self._applied: dict[str, tuple[Any, bool, int]] = {}
 
     def _changed(self) -> None:
         self.version += 1
@@ -237,6 +245,7 @@ class RouteInfoManager:
         is_master = broker_id == MASTER_ID
         is_prime_slave = not old_version_broker and not is_master and broker_id == min(addrs)
         addr_info = BrokerAddrInfo(cluster_name, broker_addr)
+        applied: tuple[Any, bool] | None = None
         if (is_master or is_prime_slave) and table is not None:
             mapping = topic_config.topic_queue_mapping_info_map
             if self.config.delete_topic_with_broker_registration and not mapping:
@@ -247,7 +256,14 @@ class RouteInfoManager:
             )
             queue_table = self.topic_queue_table
             read_only = is_prime_slave and broker_data.enable_acting_master  # an acting master
-            for tc in table.values():
+            applied = (table, read_only)
+            last = self._applied.get(broker_name)
+            # The same topic configs again, and nothing changed since they were applied: the
+            # queues are as this loop would leave them (a broker re-registers every 30 s).
+            same = (last is not None and last[0] is table and last[1] == read_only
+                    and last[2] == self.version)
+            topics = () if same else table.values()
+            for tc in topics:
                 queue_map = queue_table.get(tc.topic_name)  # type: ignore[arg-type]
                 existed = queue_map.get(broker_name) if queue_map is not None else None
                 if existed is not None:
@@ -295,6 +311,8 @@ class RouteInfoManager:
                 if master_live is not None:
                     result = RegisterBrokerResult(master_live.ha_server_addr, master_addr)
 
+        if applied is not None:
+            self._applied[broker_name] = (*applied, self.version)
         if min_id_changed and self.config.notify_min_broker_id_changed:
             self._notify_min_broker_id(broker_data, None, ha_server_addr)
         return result
@@ -397,6 +415,7 @@ class RouteInfoManager:
                     self._changed()
                 if not addrs:
                     del self.broker_addr_table[req.broker_name]
+                    self._applied.pop(req.broker_name, None)
                     self._changed()
                     remove_name = True
                 elif min_changed:

@@ -3,6 +3,8 @@ expiry with a fake clock, permissions, topic lists, and consistency under any in
 
 from __future__ import annotations
 
+import copy
+
 import hypothesis.strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from namesrv_helpers import FakeClock, table
@@ -334,3 +336,61 @@ class RouteTables(RuleBasedStateMachine):
 
 
 TestRouteTables = RouteTables.TestCase
+
+
+class ReusedTopicConfigs(RuleBasedStateMachine):
+    """A broker's topic configs object given again (RegisterBodyReader hands back the same one
+    for the same topic table) leaves the tables exactly as a fresh copy of it does, whatever
+    changed in between: registrations skip their pass over the topics only when nothing did."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.m = RouteInfoManager(NamesrvConfig(), self.clock)
+        self.ref = RouteInfoManager(NamesrvConfig(), self.clock)
+        self.tables = {(topics, perm): table(*topics, perm=perm)
+                       for topics in (("T1", "T2"), ("T1", "T2", "T3")) for perm in (6, 4)}
+        self.counter = 0
+
+    def both(self, fn) -> None:
+        fn(self.m)
+        fn(self.ref)
+
+    @rule(b=st.sampled_from(BROKERS), key=st.sampled_from([(("T1", "T2"), 6), (("T1", "T2"), 4),
+                                                           (("T1", "T2", "T3"), 6)]),
+          bump=st.booleans(), acting=st.booleans())
+    def register(self, b, key, bump, acting):
+        self.counter += int(bump)
+        name, bid, addr = b
+        reused = self.tables[key]
+        reused.data_version = DataVersion(0, 1000, self.counter)
+        fresh = copy.deepcopy(reused)
+        self.m.register_broker("C", addr, name, bid, addr, None, None, acting, reused, [], None)
+        self.ref.register_broker("C", addr, name, bid, addr, None, None, acting, fresh, [], None)
+
+    @rule(b=st.sampled_from(BROKERS))
+    def unregister(self, b):
+        name, bid, addr = b
+        self.both(lambda m: m.unregister_broker([UnregisterRequest("C", addr, name, bid)]))
+
+    @rule(name=st.sampled_from(["broker-a", "broker-b"]), wipe=st.booleans())
+    def write_perm(self, name, wipe):
+        self.both(lambda m: m.wipe_write_perm_of_broker(name) if wipe
+                  else m.add_write_perm_of_broker(name))
+
+    @rule(topic=st.sampled_from(TOPICS))
+    def delete_topic(self, topic):
+        self.both(lambda m: m.delete_topic(topic))
+
+    @rule(topic=st.sampled_from(TOPICS), name=st.sampled_from(["broker-a", "broker-b"]))
+    def register_topic(self, topic, name):
+        self.both(lambda m: m.register_topic(topic, [QueueData(name, 1, 1, 2, 0)]))
+
+    @invariant()
+    def same_tables(self):
+        assert self.m.topic_queue_table == self.ref.topic_queue_table
+        for topic in TOPICS:
+            assert self.m.pickup_topic_route_data(topic) == self.ref.pickup_topic_route_data(topic)
+
+
+TestReusedTopicConfigs = ReusedTopicConfigs.TestCase
