@@ -877,6 +877,72 @@ def test_v4_cluster_resend(reference_cluster_v4: Any, tmp_path: Path) -> None:
         _assert_resent(c, topic, uniq, text)
 
 
+#: Mutating commands against 4.9.7: 5.3.3's mqadmin changes twin A, rmqadmin twin B, 4.9.7's
+#: mqadmin twin C ("twin": A and B print the same text, and C too where marked "54"); 4.9.7's
+#: mqadmin then reads A, B and C back ("read": equal). 4.9.7's own text differs for updateTopic
+#: (no line break after what it prints; TopicConfig without attributes), updateTopicPerm -b (the
+#: same TopicConfig), updateSubGroup (its SubscriptionGroupConfig.toString) and deleteSubGroup (it
+#: always deletes the group's %RETRY% and %DLQ% topics, 5.3.3 with -r true).
+V4_MUTATING: list[tuple[str, list[str], str]] = [
+    ("twin", ["updateTopic", "-c", "{c}", "-t", "{t}", "-r", "3", "-w", "5"], "5"),
+    ("read", ["topicRoute", "-t", "{t}", "-l"], "54"),
+    ("twin", ["updateTopic", "-b", "{b}", "-t", "{t}", "-o", "true", "-w", "1", "-r", "1"], "5"),
+    ("twin", ["updateOrderConf", "-t", "{t}", "-m", "get"], "54"),
+    ("twin", ["updateTopicPerm", "-c", "{c}", "-t", "{t}", "-p", "4"], "54"),
+    ("read", ["topicRoute", "-t", "{t}", "-l"], "54"),
+    ("twin", ["updateTopicPerm", "-b", "{b}", "-t", "{t}", "-p", "6"], "5"),
+    ("twin", ["updateOrderConf", "-t", "{t}", "-m", "put", "-v", "{bn}:4"], "54"),
+    ("read", ["updateOrderConf", "-t", "{t}", "-m", "get"], "54"),
+    ("twin", ["updateOrderConf", "-t", "{t}", "-m", "delete"], "54"),
+    ("twin", ["sendMessage", "-t", "{t}", "-p", "hello", "-k", "k", "-c", "TagS", "-b", "{bn}", "-i",
+              "0"], "54"),
+    ("read", ["printMsgByQueue", "-t", "{t}", "-a", "{bn}", "-i", "0"], "54"),
+    ("twin", ["updateSubGroup", "-c", "{c}", "-g", "{g}", "-r", "5", "-q", "2"], "5"),
+    ("read", ["getConsumerConfig", "-g", "{g}"], "54"),
+    ("twin", ["deleteSubGroup", "-c", "{c}", "-g", "{g}"], "5"),
+    ("twin", ["updateKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "{t}", "-v", "broker-x:3"], "54"),
+    ("read", ["updateOrderConf", "-t", "{t}", "-m", "get"], "54"),
+    ("twin", ["deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "{t}"], "54"),
+    ("twin", ["deleteTopic", "-t", "{t}", "-c", "{c}"], "54"),
+]
+
+
+@pytest.mark.slow
+def test_v4_cluster_mutating_commands(reference_cluster_v4: Any, tmp_path: Path) -> None:
+    c = reference_cluster_v4
+    s = uuid.uuid4().hex[:6]
+    names = {twin: (f"RmqadminV4T{s}{twin}", f"RmqadminV4G{s}{twin}") for twin in "ABC"}
+
+    def fill(args: list[str], twin: str) -> list[str]:
+        t, g = names[twin]
+        values = {"{t}": t, "{g}": g, "{c}": c.cluster_name, "{b}": c.broker_addr}
+        return [values.get(a, a).replace("{bn}", c.broker_name) for a in args]
+
+    def as_a(text: str) -> str:
+        for twin in "BC":
+            for name, base in zip(names[twin], names["A"], strict=True):
+                text = text.replace(name, base)
+        return norm_times(re.sub(r"\b[0-9A-F]{32,}\b", "<id>", text))
+
+    differences = []
+    for mode, args, against in V4_MUTATING:
+        if mode == "read":
+            runs = [run_mqadmin(c, *fill(args, twin)) for twin in "ABC"]
+        else:
+            runs = [run_mqadmin(c.namesrv_addr, *fill(args, "A"), version="5.3.3"),
+                    rmqadmin(c.namesrv_addr, *fill(args, "B"), cwd=tmp_path),
+                    run_mqadmin(c, *fill(args, "C"))]
+            assert runs[1].returncode == 0 and runs[1].stderr == "", (args, runs[1].stderr)
+        for run in (runs[0], runs[2]):
+            assert java_ok(run), run.stdout + run.stderr  # type: ignore[arg-type]
+        texts = [as_a(run.stdout) for run in runs][:2 if against == "5" else 3]
+        if len(set(texts)) != 1:
+            differences.append((mode, args, texts))
+    assert not differences, "\n".join(f"{m} {a}: {x}" for m, a, x in differences)
+    topics = run_mqadmin(c, "topicList").check().stdout.split()
+    assert not {names[twin][0] for twin in "ABC"} & set(topics)
+
+
 # ---- rmqwire's own NameServer (an official broker registers with it) ------------------------------
 
 
