@@ -879,7 +879,7 @@ def test_v4_cluster_resend(reference_cluster_v4: Any, tmp_path: Path) -> None:
 
 #: Mutating commands against 4.9.7: 5.3.3's mqadmin changes twin A, rmqadmin twin B, 4.9.7's
 #: mqadmin twin C ("twin": A and B print the same text, and C too where marked "54"); 4.9.7's
-#: mqadmin then reads A, B and C back ("read": equal). 4.9.7's own text differs for updateTopic
+#: mqadmin then reads A, B and C back ("read": equal); "same": the three run the same command. 4.9.7's own text differs for updateTopic
 #: (no line break after what it prints; TopicConfig without attributes), updateTopicPerm -b (the
 #: same TopicConfig), updateSubGroup (its SubscriptionGroupConfig.toString) and deleteSubGroup (it
 #: always deletes the group's %RETRY% and %DLQ% topics, 5.3.3 with -r true).
@@ -904,6 +904,13 @@ V4_MUTATING: list[tuple[str, list[str], str]] = [
     ("read", ["updateOrderConf", "-t", "{t}", "-m", "get"], "54"),
     ("twin", ["deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "{t}"], "54"),
     ("twin", ["deleteTopic", "-t", "{t}", "-c", "{c}"], "54"),
+    ("same", ["updateNamesrvConfig", "-k", "clusterTest", "-v", "false"], "54"),
+    ("same", ["updateBrokerConfig", "-b", "{b}", "-k", "flushIntervalCommitLog", "-v", "600"], "54"),
+    ("same", ["updateBrokerConfig", "-c", "{c}", "-k", "flushIntervalCommitLog", "-v", "600"], "54"),
+    ("same", ["wipeWritePerm", "-b", "{bn}"], "54"),
+    ("same", ["addWritePerm", "-b", "{bn}"], "54"),
+    ("same", ["cleanExpiredCQ", "-c", "{c}"], "54"),
+    ("same", ["deleteExpiredCommitLog", "-b", "{b}"], "54"),
 ]
 
 
@@ -929,9 +936,10 @@ def test_v4_cluster_mutating_commands(reference_cluster_v4: Any, tmp_path: Path)
         if mode == "read":
             runs = [run_mqadmin(c, *fill(args, twin)) for twin in "ABC"]
         else:
-            runs = [run_mqadmin(c.namesrv_addr, *fill(args, "A"), version="5.3.3"),
-                    rmqadmin(c.namesrv_addr, *fill(args, "B"), cwd=tmp_path),
-                    run_mqadmin(c, *fill(args, "C"))]
+            twins = "AAA" if mode == "same" else "ABC"
+            runs = [run_mqadmin(c.namesrv_addr, *fill(args, twins[0]), version="5.3.3"),
+                    rmqadmin(c.namesrv_addr, *fill(args, twins[1]), cwd=tmp_path),
+                    run_mqadmin(c, *fill(args, twins[2]))]
             assert runs[1].returncode == 0 and runs[1].stderr == "", (args, runs[1].stderr)
         for run in (runs[0], runs[2]):
             assert java_ok(run), run.stdout + run.stderr  # type: ignore[arg-type]
@@ -941,6 +949,10 @@ def test_v4_cluster_mutating_commands(reference_cluster_v4: Any, tmp_path: Path)
     assert not differences, "\n".join(f"{m} {a}: {x}" for m, a, x in differences)
     topics = run_mqadmin(c, "topicList").check().stdout.split()
     assert not {names[twin][0] for twin in "ABC"} & set(topics)
+    config = run_mqadmin(c, "getBrokerConfig", "-b", c.broker_addr).check().stdout
+    assert re.search(r"^flushIntervalCommitLog\s+=  600$", config, re.M)
+    route = run_mqadmin(c, "topicRoute", "-t", "TBW102", "-l").check().stdout
+    assert re.search(r"\s6\s*$", route.splitlines()[1])  # write perm back
 
 
 # ---- rmqwire's own NameServer (an official broker registers with it) ------------------------------
