@@ -857,6 +857,74 @@ def sorted_maps(text: str) -> str:
                             text)
 
 
+@dataclass(frozen=True)
+class V4Consumer:
+    scenario: V4Scenario
+    group: str
+    client_id: str
+
+
+@pytest.fixture(scope="module")
+def v4_consumer(reference_cluster_v4: Any, v4_topic: V4Scenario) -> Iterator[V4Consumer]:
+    """A Java push consumer (the 5.3.3 client: the peer is built against it) on the 4.9.7
+    cluster that consumed v4_topic's 3 messages and stays online."""
+    from tools.peers.java_peer import JavaPeer
+
+    ns = reference_cluster_v4.namesrv_addr
+    group = f"RmqadminV4G_{uuid.uuid4().hex[:8]}"
+    peer = JavaPeer(ns)
+    consumer = peer.start_consumer(v4_topic.topic, 1_000_000, group=group, timeout_ms=1_800_000)
+    try:
+        consumer.wait_started()
+        consumer.wait_for(len(v4_topic.sent))
+
+        def committed() -> bool:
+            r = rmqadmin(ns, "consumerProgress", "-g", group, "--json")
+            rows = [q for q in json.loads(r.stdout)["queues"] if q["topic"] == v4_topic.topic] \
+                if r.returncode == 0 else []
+            return len(rows) == 4 and all(q["diff"] == 0 for q in rows)
+
+        _wait(committed, "the consumer's committed offsets on 4.9.7")
+        conn = json.loads(rmqadmin(ns, "consumerConnection", "-g", group, "--json").stdout)
+        yield V4Consumer(v4_topic, group, conn["connections"][0]["clientId"])
+    finally:
+        consumer.stop()
+
+
+#: Commands about a consumer running on the 4.9.7 cluster, as V4_COMMANDS ("5", "4"). 5.3.3's
+#: cloneGroupOffset fails against 4.9.7 (GET_TOPIC_CONFIG); rmqadmin's prints 4.9.7's text.
+#: resetOffsetByTime prints 5.3.3's first line ("start reset consumer offset ..."), 4.9.7's says
+#: "rollback consumer offset ...".
+V4_CONSUMER_COMMANDS: list[tuple[str, Callable[[Any, V4Consumer], list[str]], Callable[[str], str], str]] = [
+    ("consumerConnection", lambda c, v: ["consumerConnection", "-g", v.group], norm_times, "54"),
+    ("consumerStatus", lambda c, v: ["consumerStatus", "-g", v.group], norm_times, "54"),
+    ("statsAll -t", lambda c, v: ["statsAll", "-t", v.scenario.topic], norm_rates, "54"),
+    ("resetOffsetByTime", lambda c, v: ["resetOffsetByTime", "-g", v.group, "-t", v.scenario.topic,
+                                        "-s", "0"], norm_times, "5"),
+    ("cloneGroupOffset", lambda c, v: ["cloneGroupOffset", "-s", v.group, "-d", f"{v.group}_clone",
+                                       "-t", v.scenario.topic], norm_times, "4"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,make_args,normalise,against", V4_CONSUMER_COMMANDS,
+                         ids=[c[0] for c in V4_CONSUMER_COMMANDS])
+def test_v4_consumer_commands(reference_cluster_v4: Any, v4_consumer: V4Consumer, tmp_path: Path,
+                              name: str, make_args: Any, normalise: Any, against: str) -> None:
+    args = make_args(reference_cluster_v4, v4_consumer)
+    ns = reference_cluster_v4.namesrv_addr
+    ours = rmqadmin(ns, *args, cwd=tmp_path)
+    assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+    if "5" in against:
+        java5 = run_mqadmin(ns, *args, version="5.3.3")
+        assert java_ok(java5), java5.stdout + java5.stderr
+        same_output(java5.stdout, ours.stdout, normalise)
+    if "4" in against:
+        java4 = run_mqadmin(reference_cluster_v4, *args)
+        assert java_ok(java4), java4.stdout + java4.stderr
+        same_output(java4.stdout, ours.stdout, normalise)
+
+
 @pytest.mark.slow
 def test_v4_cluster_resend(reference_cluster_v4: Any, tmp_path: Path) -> None:
     """queryMsgById -s true against 4.9.7: rmqadmin prints what 5.3.3's mqadmin prints, which is
