@@ -217,7 +217,18 @@ def _ext_fields_of(header: HasExtFields | Mapping[str, str] | None) -> dict[str,
 
 # ---- JSON header ----------------------------------------------------------------------------------
 
-_JSON_ENCODE = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":"))
+_JSON_ENCODE = _JSON_ENCODER.encode
+if json.encoder.c_make_encoder is not None:
+    # The C encoder JSONEncoder.encode builds on every call, built once (same arguments: no
+    # circular check, its default, ensure_ascii=False, compact separators, allow_nan): one per
+    # frame sent.
+    _C_ENCODE = json.encoder.c_make_encoder(
+        None, _JSON_ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+
+    def _JSON_ENCODE(o: Any) -> str:  # noqa: N802
+        return "".join(_C_ENCODE(o, 0))
 # The C encoder writes \u00XX with lowercase hex; fastjson uses uppercase. An escaped backslash is
 # matched first so that a literal backslash followed by "u001b" is left alone.
 _LOWER_HEX_ESCAPE = re.compile(r"\\\\|\\u00[01][0-9a-f]")
