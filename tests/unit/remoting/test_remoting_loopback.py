@@ -102,8 +102,9 @@ def test_round_trip_large_bodies_and_callback() -> None:
 
 
 def test_responses_written_at_once_keep_their_order() -> None:
-    """The server's connections write to the socket directly when nothing is queued; a response
-    the socket takes only part of is queued, and so is every response after it until it drains."""
+    """The server's connections send a reactor pass's responses right after it, straight to the
+    socket when nothing is queued; a response the socket takes only part of is queued, and so is
+    every response after it until it drains."""
     from rmqwire.remoting.server import _FlushingServer
 
     async def scenario(lb: Loopback) -> None:
@@ -115,6 +116,31 @@ def test_responses_written_at_once_keep_their_order() -> None:
         assert [r.body for r in results] == bodies
         (server_side,) = lb.server.channels
         assert isinstance(server_side.transport, _FlushingServer)
+
+    run_loopback(scenario)
+
+
+def test_what_was_written_before_a_close_is_sent() -> None:
+    """Writes wait for the end of the reactor pass; closing in the same pass sends them first."""
+
+    async def scenario(lb: Loopback) -> None:
+        got: list[bytes | None] = []
+        arrived: Deferred[None] = Deferred()
+
+        def on_request(cmd: RemotingCommand, ctx: RequestContext) -> None:
+            got.append(cmd.body)
+            if len(got) == 3:
+                arrived.callback(None)
+
+        lb.client.register_processor(307, on_request)
+        resp = await lb.client.invoke(lb.addr, RemotingCommand.request(4242), 10.0)
+        assert resp.code == 3
+        (server_side,) = lb.server.channels
+        for body in (b"one", BIG, b"three"):
+            server_side.invoke_oneway(RemotingCommand.request(307, body=body))
+        server_side.close()
+        await arrived
+        assert got == [b"one", BIG, b"three"]
 
     run_loopback(scenario)
 
