@@ -158,9 +158,10 @@ class RouteInfoManager:
         self.version = 0
         #: NOTIFY_MIN_BROKER_ID_CHANGE requests to send (drained by the caller).
         self.notifications: list[MinBrokerIdChange] = []
-        #: broker name -> the topic configs last applied to its queues, whether read-only, and
+        #: broker name -> the topic configs last applied to its queues, whether read-only,
+        #: whether in full (a new DataVersion: every queue set; else only missing ones added) and
         #: ``version`` after that registration.
-        self._applied: dict[str, tuple[Any, bool, int]] = {}
+        self._applied: dict[str, tuple[Any, bool, bool, int]] = {}
 
     def _changed(self) -> None:
         self.version += 1
@@ -245,7 +246,7 @@ class RouteInfoManager:
         is_master = broker_id == MASTER_ID
         is_prime_slave = not old_version_broker and not is_master and broker_id == min(addrs)
         addr_info = BrokerAddrInfo(cluster_name, broker_addr)
-        applied: tuple[Any, bool] | None = None
+        applied: tuple[Any, bool, bool] | None = None
         if (is_master or is_prime_slave) and table is not None:
             mapping = topic_config.topic_queue_mapping_info_map
             if self.config.delete_topic_with_broker_registration and not mapping:
@@ -256,13 +257,13 @@ class RouteInfoManager:
             )
             queue_table = self.topic_queue_table
             read_only = is_prime_slave and broker_data.enable_acting_master  # an acting master
-            applied = (table, read_only)
             last = self._applied.get(broker_name)
-            # The same topic configs again, and nothing changed since they were applied: the
-            # queues are as this loop would leave them (a broker re-registers every 30 s).
+            # The same topic configs again, and nothing changed since they were applied (in full,
+            # if this is a full application): the queues are as this pass would leave them.
             same = (last is not None and last[0] is table and last[1] == read_only
-                    and last[2] == self.version)
+                    and last[3] == self.version and (last[2] or not changed))
             topics = () if same else table.values()
+            applied = (table, read_only, last[2] if same else changed)  # type: ignore[index]
             for tc in topics:
                 queue_map = queue_table.get(tc.topic_name)  # type: ignore[arg-type]
                 existed = queue_map.get(broker_name) if queue_map is not None else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import hypothesis.strategies as st
+from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from namesrv_helpers import FakeClock, table
 
@@ -394,3 +395,4 @@ class ReusedTopicConfigs(RuleBasedStateMachine):
 
 
 TestReusedTopicConfigs = ReusedTopicConfigs.TestCase
+TestReusedTopicConfigs.settings = settings(max_examples=400, deadline=None)
