@@ -319,7 +319,10 @@ def test_broker_status_has_the_official_keys(read_only: dict[str, Any]) -> None:
     official, ours = read_only["brokerStatus"]
     assert java_ok(official) and java_ok(ours), ours.stdout + ours.stderr
     a, b = parse_broker_status(normalise(official.stdout)), parse_broker_status(normalise(ours.stdout))
-    assert sorted(b) == sorted(a)
+    # scheduleMessageOffset_<level> keys name the delay levels a broker has served: the official
+    # broker is the session's, and other modules' delayed sends add theirs
+    assert sorted(k for k in b if not k.startswith("scheduleMessageOffset_")) == \
+        sorted(k for k in a if not k.startswith("scheduleMessageOffset_"))
     for key in ("brokerVersionDesc", "brokerVersion", "brokerActive", "commitLogMinOffset",
                 "putMessageFailedTimes", "timerReadBehind", "dispatchBehindBytes",
                 "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity"):

@@ -322,11 +322,22 @@ def test_mqadmin_producer_connection_lists_both(reference_cluster: Any, new_topi
             Producer(group, namesrv_addr=reference_cluster.namesrv_addr) as p:
         p.send(Message(topic, b"mine"))
         java_id = java.wait_started().data["clientId"]
-        out = run_mqadmin(reference_cluster, "producerConnection", "-g", group, "-t", topic).check().stdout
         ours = p.core.instance.client_id
-    lines = [ln for ln in out.splitlines() if "@" in ln]
-    assert any(ours in ln and "PYTHON" in ln for ln in lines), out
-    assert any(java_id in ln and "JAVA" in ln for ln in lines), out
+        out = ""
+
+        def both_listed() -> bool:
+            # a producer is listed once its heartbeat reached the broker, which the Java client
+            # sends after its send returned (late on a loaded machine)
+            nonlocal out
+            out = run_mqadmin(reference_cluster, "producerConnection", "-g", group, "-t", topic).check().stdout
+            lines = [ln for ln in out.splitlines() if "@" in ln]
+            return (any(ours in ln and "PYTHON" in ln for ln in lines)
+                    and any(java_id in ln and "JAVA" in ln for ln in lines))
+
+        try:
+            wait_until(both_listed, 60, "both producers in mqadmin producerConnection")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; it printed:\n{out}") from None
 
 
 # ---- two brokers, auto-creation off --------------------------------------------------------
