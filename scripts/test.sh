@@ -49,9 +49,9 @@ PYTEST=(.venv/bin/python -u -m pytest -ra -p no:cacheprovider --durations=15)
 # clusters: the conformance tests mostly wait on JVMs, timers and the network, so two streams
 # fill the machine's two cores. Stream B then runs the container pass. Modules not named in B
 # run in A. Each stream's lines are prefixed with its letter.
-STREAM_B=(test_rmqadmin test_exporter test_producer test_broker_admin test_consumers
-          test_broker_schedule test_native_metrics test_acl_brokers test_tls_listeners
-          test_broker_acl test_prometheus_harness test_typed_processor test_golden_vectors)
+STREAM_B=(test_rmqadmin test_exporter test_producer test_broker_admin test_native_metrics
+          test_acl_brokers test_tls_listeners test_broker_acl test_prometheus_harness
+          test_typed_processor test_golden_vectors)
 DOCKER_TESTS=(tests/conformance/test_codec_remoting.py tests/conformance/test_peers.py)
 
 jvm_pass() {  # the tests against the official RocketMQ run as JVM processes
