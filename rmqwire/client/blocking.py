@@ -27,11 +27,19 @@ Spark executor). This module is where the first turns into the second:
           def route(self, topic: str) -> Deferred[TopicRouteData]:  # body runs in the reactor
               return self._core.instance.route(topic)
 
+- ``submit(fn, *args, sink=...)`` is the hot path of the facades' sends: calls from any thread
+  join one queue that the reactor thread drains in one wake-up (a ``callFromThread`` only when the
+  queue was empty), and each outcome goes to a sink: a ``Waiter`` (a bare lock the caller blocks
+  on, the cheapest wake-up), a ``concurrent.futures.Future`` (``FutureSink``) or a callback.
+  When the reactor stops, every queued or pending sink fails with ReactorStoppedError.
+
 Twisted objects are touched only in the reactor thread: the wrapped functions run there.
 """
 
 from __future__ import annotations
 
+import _thread
+import concurrent.futures
 import contextlib
 import functools
 import threading
@@ -53,10 +61,13 @@ __all__ = [
     "CallTimeoutError",
     "ReactorStoppedError",
     "ReactorThreadError",
+    "FutureSink",
+    "Waiter",
     "blocking",
     "call",
     "delegate",
     "ensure_reactor",
+    "submit",
 ]
 
 #: How long a timed-out caller waits for the cancellation to run in the reactor thread. Only a
@@ -92,7 +103,9 @@ def ensure_reactor() -> Any:
     Idempotent and thread-safe. Starts crochet's reactor thread on first use, unless the reactor
     is already running (its owner keeps running it: crochet's ``no_setup`` case).
     """
-    from twisted.internet import reactor  # the facade is an entry point: it resolves the reactor
+    from twisted.internet import (
+        reactor,  # the facade is an entry point: it resolves the reactor
+    )
 
     if _ready.is_set():
         return reactor
@@ -103,13 +116,14 @@ def ensure_reactor() -> Any:
             # run by its owner, or by crochet for another library (no_setup() then refuses)
             with contextlib.suppress(RuntimeError):
                 crochet.no_setup()
+            _inbox.attach(reactor)
             _ready.set()
             return reactor
         crochet.setup()
         # Wait for the loop's first turn: by then the new thread is registered as the I/O thread
         # (a reactor run earlier in another thread, e.g. by trial, leaves that one registered).
         try:
-            crochet.run_in_reactor(_ready.set)()
+            crochet.run_in_reactor(_first_turn)()
         except crochet.ReactorStopped:
             raise ReactorStoppedError("the reactor has stopped (interpreter exit)") from None
         if not _ready.wait(START_TIMEOUT):
@@ -118,6 +132,13 @@ def ensure_reactor() -> Any:
                 "(a reactor that was stopped cannot run again)"
             )
     return reactor
+
+
+def _first_turn() -> None:
+    from twisted.internet import reactor
+
+    _inbox.attach(reactor)
+    _ready.set()
 
 
 def call(fn: Callable[..., Any], /, *args: Any, timeout: float, **kwargs: Any) -> Any:
@@ -248,3 +269,158 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     except crochet.ReactorStopped:
         raise ReactorStoppedError(f"the reactor stopped before {what} finished") from None
     raise CallTimeoutError(f"{what} gave no result within {timeout:g} s; it was cancelled")
+
+
+# ---- submit: the batched hand-off of the facades' sends ------------------------------------
+
+
+class Waiter:
+    """A sink one blocked caller waits on: a bare lock released by the reactor thread."""
+
+    __slots__ = ("_lock", "_done", "result", "error", "deferred", "what")
+
+    def __init__(self, what: str) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+        self._done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.deferred: Deferred[Any] | None = None
+        self.what = what
+
+    def ok(self, result: Any) -> None:
+        if not self._done:
+            self._done = True
+            self.result = result
+            self._lock.release()
+
+    def fail(self, failure: Failure) -> None:
+        if not self._done:
+            self._done = True
+            self.error = failure.value
+            self._lock.release()
+        elif not failure.check(CancelledError, ReactorStoppedError):
+            log.failure("{what} failed after its caller timed out", failure, level=LogLevel.warn,
+                        what=self.what)
+
+    def _abandon(self) -> None:
+        """In the reactor thread: a timed-out caller gives up; cancel the call if still pending."""
+        if not self._done and self.deferred is not None:
+            self.deferred.cancel()  # fails the waiter with CancelledError, or settles it first
+        elif not self._done:  # still queued: drop it when it comes out of the queue
+            self.fail(Failure(CancelledError()))
+
+    def wait(self, timeout: float) -> Any:
+        """The outcome: the result, or the exception raised. CallTimeoutError after ``timeout``
+        (the call is cancelled), ReactorStoppedError when the reactor stopped meanwhile."""
+        if not self._lock.acquire(timeout=timeout):
+            try:
+                _inbox.reactor.callFromThread(self._abandon)
+            except AttributeError:  # no reactor attached: nothing to cancel
+                pass
+            # the result may have come between our timeout and the cancellation: still good
+            if not self._lock.acquire(timeout=CANCEL_GRACE) or isinstance(self.error, CancelledError):
+                raise CallTimeoutError(
+                    f"{self.what} gave no result within {timeout:g} s; it was cancelled")
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class FutureSink:
+    """A sink settling a ``concurrent.futures.Future`` (its callbacks run in the reactor thread)."""
+
+    __slots__ = ("future", "deferred")
+
+    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+        self.future = future
+        self.deferred: Deferred[Any] | None = None
+
+    def ok(self, result: Any) -> None:
+        if not self.future.done():
+            self.future.set_result(result)
+
+    def fail(self, failure: Failure) -> None:
+        if not self.future.done():
+            self.future.set_exception(failure.value)
+
+
+class _Inbox:
+    """Calls queued by other threads, drained by the reactor thread in one wake-up per burst."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Any]] = []
+        self._scheduled = False
+        self._pending: set[Any] = set()  # sinks whose Deferred has not fired (reactor thread)
+        self.stopped = False
+        self.reactor: Any = None
+
+    def attach(self, reactor: Any) -> None:
+        """Bind to the reactor; its shutdown fails what is queued or pending. Any thread."""
+        with self._lock:
+            if self.reactor is reactor:
+                return
+            self.reactor, self.stopped = reactor, False
+        reactor.callFromThread(reactor.addSystemEventTrigger, "before", "shutdown", self._stop)
+
+    def put(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+            sink: Any) -> None:
+        with self._lock:
+            if self.stopped:
+                raise ReactorStoppedError("the reactor has stopped (interpreter exit)")
+            self._items.append((fn, args, kwargs, sink))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self.reactor.callFromThread(self._drain)
+
+    def _drain(self) -> None:
+        pending = self._pending
+        while True:
+            with self._lock:
+                items = self._items
+                if not items:
+                    self._scheduled = False
+                    return
+                self._items = []
+            for fn, args, kwargs, sink in items:
+                try:
+                    d = fn(*args, **kwargs)
+                except Exception:
+                    sink.fail(Failure())
+                    continue
+                if not isinstance(d, Deferred):
+                    sink.ok(d)
+                    continue
+                pending.add(sink)
+                sink.deferred = d
+                d.addBoth(self._settle, sink)
+
+    def _settle(self, result: Any, sink: Any) -> None:
+        self._pending.discard(sink)
+        if isinstance(result, Failure):
+            sink.fail(result)
+        else:
+            sink.ok(result)
+
+    def _stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            items, self._items = self._items, []
+        stopped = Failure(ReactorStoppedError("the reactor stopped before the call finished"))
+        sinks = [item[3] for item in items] + list(self._pending)
+        self._pending.clear()
+        for sink in sinks:
+            sink.fail(stopped)
+
+
+_inbox = _Inbox()
+
+
+def submit(fn: Callable[..., Any], /, *args: Any, sink: Any, **kwargs: Any) -> None:
+    """Queue ``fn(*args, **kwargs)`` for the reactor thread; its outcome (a Deferred's, or a plain
+    value's) goes to ``sink.ok(result)`` / ``sink.fail(failure)`` there. Raises
+    ReactorStoppedError when the reactor has stopped."""
+    ensure_reactor()
+    _inbox.put(fn, args, kwargs, sink)

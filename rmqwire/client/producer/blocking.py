@@ -20,8 +20,12 @@ from typing import Any
 
 from twisted.internet import threads
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger, LogLevel
+from twisted.python import threadable
+from twisted.python.failure import Failure
 
 from rmqwire.client import blocking as _facade
+from rmqwire.client.config import with_namespace
 from rmqwire.client.instance import ClientManager
 from rmqwire.client.message import (
     LocalTransactionState,
@@ -30,11 +34,12 @@ from rmqwire.client.message import (
     TransactionSendResult,
 )
 from rmqwire.client.producer.producer import Producer as _CoreProducer
-from rmqwire.client.producer.producer import split_options
+from rmqwire.client.producer.producer import ServiceState, split_options
 from rmqwire.client.producer.selector import MessageQueueSelector
 from rmqwire.client.producer.transaction import (
     TransactionProducer as _CoreTransactionProducer,
 )
+from rmqwire.client.validators import check_message
 from rmqwire.codec.message import Message, MessageExt
 from rmqwire.errors import MQClientError, RemotingTooManyRequestsError
 from rmqwire.model import MessageQueue
@@ -44,6 +49,7 @@ WAIT_SLACK = 5.0
 #: Bound on start (no network) and shutdown (UNREGISTER_CLIENT calls, then closing connections).
 LIFECYCLE_TIMEOUT = 30.0
 
+_log = Logger(namespace="rmqwire.client.producer")
 _manager_lock = threading.Lock()
 _managers: dict[int, ClientManager] = {}
 
@@ -55,6 +61,24 @@ def shared_manager(reactor: Any) -> ClientManager:
         if m is None:
             m = _managers[id(reactor)] = ClientManager(reactor)
         return m
+
+
+class _OnewaySink:
+    """The outcome of a queued ``send_oneway``: its slot is given back, a failure logged."""
+
+    __slots__ = ("slots", "deferred")
+
+    def __init__(self, slots: threading.BoundedSemaphore) -> None:
+        self.slots = slots
+        self.deferred: Deferred[Any] | None = None
+
+    def ok(self, result: Any) -> None:
+        self.slots.release()
+
+    def fail(self, failure: Failure) -> None:
+        self.slots.release()
+        if not failure.check(_facade.ReactorStoppedError):
+            _log.failure("send_oneway failed after it returned", failure, level=LogLevel.warn)
 
 
 class Producer:
@@ -78,10 +102,8 @@ class Producer:
         self._core: _CoreProducer | None = None
         self._lock = threading.Lock()
         self._async_slots: threading.BoundedSemaphore | None = None
+        self._oneway_slots: threading.BoundedSemaphore | None = None
         self._reactor: Any = None
-        self._queue_lock = threading.Lock()
-        self._queue: list[tuple[Any, ...]] = []
-        self._drain_scheduled = False
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -99,6 +121,7 @@ class Producer:
             self._reactor = reactor = _facade.ensure_reactor()
             self._core = _facade.call(self._build, reactor, timeout=LIFECYCLE_TIMEOUT)
             self._async_slots = threading.BoundedSemaphore(self._core.config.max_inflight_async)
+            self._oneway_slots = threading.BoundedSemaphore(self._core.config.max_inflight_oneway)
         _facade.call(self._core.start, timeout=LIFECYCLE_TIMEOUT)
 
     def _build(self, reactor: Any) -> _CoreProducer:
@@ -139,9 +162,14 @@ class Producer:
     ) -> SendResult:
         """Send and wait for the broker's answer (retrying as Java's sync send); ``timeout`` is the
         whole budget in seconds (default ``send_msg_timeout``). A list sends one batch."""
-        send = functools.partial(self.core.send, msg, queue=queue, selector=selector, arg=arg,
-                                 timeout=timeout)
-        return _facade.call(send, timeout=self._wait(timeout))
+        core = self.core
+        if threadable.isInIOThread():
+            raise _facade.ReactorThreadError(
+                "blocking send from the reactor thread would deadlock; use the core's Deferred API")
+        waiter = _facade.Waiter("Producer.send")
+        _facade.submit(core.send, msg, sink=waiter, queue=queue, selector=selector, arg=arg,
+                       timeout=timeout)
+        return waiter.wait(self._wait(timeout))
 
     def send_oneway(
         self,
@@ -151,9 +179,37 @@ class Producer:
         selector: MessageQueueSelector | None = None,
         arg: Any = None,
     ) -> None:
-        """Send without waiting for the broker; returns once the request is written."""
-        _facade.call(self.core.send_oneway, msg, queue=queue, selector=selector, arg=arg,
+        """Send without waiting for the broker.
+
+        As Java's ``invokeOneway`` (which returns after queueing the write): once the topic's
+        route is known, a single message is validated here and queued for the reactor thread, and
+        the call returns; a failure after that is logged. At most ``max_inflight_oneway`` are
+        queued or being written; a caller beyond that waits up to ``send_msg_timeout``. A first
+        send to a topic, a batch, a queue or a selector wait for the write, so a missing route
+        raises here as in Java.
+        """
+        core = self.core
+        if (queue is None and selector is None and isinstance(msg, Message)
+                and core.state is ServiceState.RUNNING and self._route_known(core, msg.topic)):
+            check_message(msg, core.config.max_message_size)
+            slots = self._oneway_slots
+            assert slots is not None
+            if not slots.acquire(timeout=core.config.send_msg_timeout / 1000):
+                raise RemotingTooManyRequestsError(
+                    "send_oneway tryAcquire semaphore timeout, waiting thread nums: "
+                    f"{core.config.max_inflight_oneway}")
+            _facade.submit(core.send_oneway, msg, sink=_OnewaySink(slots))
+            return
+        _facade.call(core.send_oneway, msg, queue=queue, selector=selector, arg=arg,
                      timeout=self._wait(None))
+
+    @staticmethod
+    def _route_known(core: _CoreProducer, topic: str) -> bool:
+        # a read of the core's cache from this thread: a stale answer only picks the slow path,
+        # or queues a send whose failure is then logged (the route went away meanwhile)
+        namespace = core.client_config.namespace
+        info = core.publish_info.get(with_namespace(namespace, topic) if namespace else topic)
+        return info is not None and info.ok()
 
     def send_async(
         self,
@@ -185,31 +241,9 @@ class Producer:
             return fut
         fut.add_done_callback(lambda _: slots.release())
 
-        with self._queue_lock:
-            self._queue.append((msg, queue, selector, arg, timeout, fut))
-            wake = not self._drain_scheduled
-            self._drain_scheduled = True
-        if wake:  # one reactor wake-up per burst of calls, not one per call
-            self._reactor.callFromThread(self._drain)
+        _facade.submit(core.send_async, msg, sink=_facade.FutureSink(fut), queue=queue,
+                       selector=selector, arg=arg, timeout=timeout)
         return fut
-
-    def _drain(self) -> None:
-        """In the reactor thread: start every queued ``send_async``."""
-        core = self.core
-        while True:
-            with self._queue_lock:
-                if not self._queue:
-                    self._drain_scheduled = False
-                    return
-                batch, self._queue = self._queue, []
-            for msg, queue, selector, arg, timeout, fut in batch:
-                try:
-                    d: Deferred[SendResult] = core.send_async(
-                        msg, queue=queue, selector=selector, arg=arg, timeout=timeout)
-                except Exception as e:  # the core returns failed Deferreds; this is a bug guard
-                    fut.set_exception(e)
-                    continue
-                d.addCallbacks(fut.set_result, lambda f, fut=fut: fut.set_exception(f.value))
 
     def request(self, msg: Message, timeout: float = 3.0, *, queue: MessageQueue | None = None,
                 selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:

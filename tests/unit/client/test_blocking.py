@@ -7,6 +7,7 @@ Interpreter exit and the no_setup case (reactor run by its owner) are checked in
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import gc
 import subprocess
@@ -26,11 +27,14 @@ from twisted.python import threadable
 
 from rmqwire.client.blocking import (
     CallTimeoutError,
+    FutureSink,
     ReactorThreadError,
+    Waiter,
     blocking,
     call,
     delegate,
     ensure_reactor,
+    submit,
 )
 from rmqwire.errors import RemotingTimeoutError, RmqwireError
 
@@ -333,6 +337,112 @@ def test_interpreter_exit_unblocks_a_waiting_thread() -> None:
         assert started.wait(30)
     """)
     assert (out.returncode, out.stdout.strip()) == (0, "stopped: ReactorStoppedError"), out.stderr
+
+
+# ---- submit: the batched hand-off ---------------------------------------------------------------
+
+
+def test_submit_delivers_results_and_errors_to_sinks(reactor: Any) -> None:
+    w = Waiter("ok")
+    submit(task.deferLater, reactor, 0, lambda: 7, sink=w)
+    assert w.wait(WAIT) == 7
+    boom = Boom("x")
+    w = Waiter("fails")
+    submit(defer.fail, boom, sink=w)
+    with pytest.raises(Boom) as info:
+        w.wait(WAIT)
+    assert info.value is boom
+    w = Waiter("raises")
+    submit(functools.partial(_raise, boom), sink=w)
+    with pytest.raises(Boom):
+        w.wait(WAIT)
+    fut: concurrent.futures.Future[bool] = concurrent.futures.Future()
+    submit(lambda: threadable.isInIOThread(), sink=FutureSink(fut))  # a plain value, run there
+    assert fut.result(WAIT) is True
+
+
+def _raise(e: Exception) -> None:
+    raise e
+
+
+def test_submit_queued_while_the_reactor_is_busy_runs_in_order(reactor: Any) -> None:
+    # many calls queued during one reactor turn are drained together, in submission order
+    release, busy = threading.Event(), threading.Event()
+
+    def block() -> None:
+        busy.set()
+        release.wait(WAIT)
+
+    reactor.callFromThread(block)
+    assert busy.wait(WAIT)
+    order: list[int] = []
+    waiters = [Waiter(str(i)) for i in range(100)]
+    for i, w in enumerate(waiters):
+        submit(order.append, i, sink=w)
+    release.set()
+    assert [w.wait(WAIT) for w in waiters] == [None] * 100
+    assert order == list(range(100))
+
+
+def test_waiter_timeout_cancels_the_deferred(reactor: Any) -> None:
+    cancelled = threading.Event()
+    w = Waiter("never")
+    submit(lambda: Deferred(canceller=lambda _: cancelled.set()), sink=w)
+    with pytest.raises(CallTimeoutError, match="never gave no result"):
+        w.wait(SHORT)
+    assert cancelled.wait(WAIT)
+
+
+def test_submit_from_many_threads(reactor: Any) -> None:
+    def one_thread(n: int) -> list[tuple[int, int]]:
+        out = []
+        for i in range(50):
+            w = Waiter("t")
+            submit(task.deferLater, reactor, 0, lambda i=i: (n, i), sink=w)
+            out.append(w.wait(WAIT))
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one_thread, range(8)))
+    assert results == [[(n, i) for i in range(50)] for n in range(8)]
+
+
+def test_interpreter_exit_fails_submitted_calls() -> None:
+    # at exit the reactor stops: a waiting Waiter and a pending Future fail with
+    # ReactorStoppedError, and later submits raise it, instead of anyone hanging
+    out = _run_script("""
+        import concurrent.futures, threading
+        from twisted.internet.defer import Deferred
+        from rmqwire.client.blocking import FutureSink, ReactorStoppedError, Waiter, submit
+
+        started = threading.Event()
+
+        def never():
+            started.set()
+            return Deferred()
+
+        fut = concurrent.futures.Future()
+        submit(never, sink=FutureSink(fut))
+
+        def waiter():
+            w = Waiter("never")
+            submit(never, sink=w)
+            try:
+                w.wait(600)
+            except ReactorStoppedError:
+                print("waiter stopped", flush=True)
+            print("future", type(fut.exception(30)).__name__, flush=True)
+            try:
+                submit(never, sink=Waiter("late"))
+            except ReactorStoppedError:
+                print("late refused", flush=True)
+
+        threading.Thread(target=waiter).start()
+        assert started.wait(30)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["waiter stopped", "future ReactorStoppedError",
+                                       "late refused"], out.stderr
 
 
 def test_reactor_run_by_its_owner() -> None:

@@ -20,7 +20,7 @@ from rmqwire import Message, MessageQueue, Producer, SendResult, SendStatus
 from rmqwire.client import blocking
 from rmqwire.codec.commands.route import BrokerData, QueueData, TopicRouteData
 from rmqwire.codec.message import decode_properties
-from rmqwire.errors import MessageIllegalError, MQClientError
+from rmqwire.errors import MessageIllegalError, MQClientError, RemotingTooManyRequestsError
 from rmqwire.remoting import RemotingServer
 from rmqwire.remoting.config import JAVA_SERVER_CONFIG
 
@@ -117,6 +117,37 @@ def test_send_async_future_and_callback(cluster: LoopbackCluster) -> None:
             p.send_async(Message("T", b"c")).result(WAIT)
     (thread, result), = seen
     assert result == last.result() and thread.startswith("PoolThread")  # not the reactor thread
+
+
+def test_send_oneway_returns_once_queued_within_its_cap(cluster: LoopbackCluster) -> None:
+    # as Java's invokeOneway: no wait for the reactor once the route is known, but at most
+    # max_inflight_oneway queued; errors Java raises at once (validation, no route) still raise
+    reactor = blocking.ensure_reactor()
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr, max_inflight_oneway=2,
+                  send_msg_timeout=200) as p:
+        with pytest.raises(MQClientError, match="No route info"):
+            p.send_oneway(Message("Unknown", b"x"))
+        p.send(Message("T", b"first"))  # the route is known from here on
+        release, busy = threading.Event(), threading.Event()
+
+        def block() -> None:
+            busy.set()
+            release.wait(WAIT)
+
+        reactor.callFromThread(block)
+        assert busy.wait(WAIT)
+        try:
+            p.send_oneway(Message("T", b"o1"))  # returns while the reactor thread is busy
+            p.send_oneway(Message("T", b"o2"))
+            with pytest.raises(MQClientError, match="body length is zero"):
+                p.send_oneway(Message("T", b""))
+            with pytest.raises(RemotingTooManyRequestsError):
+                p.send_oneway(Message("T", b"o3"))  # the cap: waits 200 ms for a slot
+        finally:
+            release.set()
+        blocking.call(lambda: None, timeout=WAIT)  # the reactor drained the queue
+        p.send(Message("T", b"last"))  # the connection delivers in order
+    assert [s.body for s in cluster.broker.sends] == [b"first", b"o1", b"o2", b"last"]
 
 
 def test_interpreter_exits_with_a_producer_left_running(tmp_path: Path) -> None:
