@@ -20,7 +20,11 @@ from rmqwire import Message, MessageQueue, Producer, SendResult, SendStatus
 from rmqwire.client import blocking
 from rmqwire.codec.commands.route import BrokerData, QueueData, TopicRouteData
 from rmqwire.codec.message import decode_properties
-from rmqwire.errors import MessageIllegalError, MQClientError, RemotingTooManyRequestsError
+from rmqwire.errors import (
+    MessageIllegalError,
+    MQClientError,
+    RemotingTooManyRequestsError,
+)
 from rmqwire.remoting import RemotingServer
 from rmqwire.remoting.config import JAVA_SERVER_CONFIG
 
