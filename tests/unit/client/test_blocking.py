@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from held_reactor import held_reactor
 from twisted.internet import defer, task
 from twisted.internet.defer import Deferred
 from twisted.logger import LogLevel, globalLogPublisher
@@ -367,19 +368,11 @@ def _raise(e: Exception) -> None:
 
 def test_submit_queued_while_the_reactor_is_busy_runs_in_order(reactor: Any) -> None:
     # many calls queued during one reactor turn are drained together, in submission order
-    release, busy = threading.Event(), threading.Event()
-
-    def block() -> None:
-        busy.set()
-        release.wait(WAIT)
-
-    reactor.callFromThread(block)
-    assert busy.wait(WAIT)
     order: list[int] = []
     waiters = [Waiter(str(i)) for i in range(100)]
-    for i, w in enumerate(waiters):
-        submit(order.append, i, sink=w)
-    release.set()
+    with held_reactor(reactor):
+        for i, w in enumerate(waiters):
+            submit(order.append, i, sink=w)
     assert [w.wait(WAIT) for w in waiters] == [None] * 100
     assert order == list(range(100))
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fake_cluster import FakeBroker, FakeNameServer
+from held_reactor import held_reactor
 from twisted.internet import defer
 
 from rmqwire import Message, MessageQueue, Producer, SendResult, SendStatus
@@ -132,23 +133,13 @@ def test_send_oneway_returns_once_queued_within_its_cap(cluster: LoopbackCluster
         with pytest.raises(MQClientError, match="No route info"):
             p.send_oneway(Message("Unknown", b"x"))
         p.send(Message("T", b"first"))  # the route is known from here on
-        release, busy = threading.Event(), threading.Event()
-
-        def block() -> None:
-            busy.set()
-            release.wait(WAIT)
-
-        reactor.callFromThread(block)
-        assert busy.wait(WAIT)
-        try:
+        with held_reactor(reactor):
             p.send_oneway(Message("T", b"o1"))  # returns while the reactor thread is busy
             p.send_oneway(Message("T", b"o2"))
             with pytest.raises(MQClientError, match="body length is zero"):
                 p.send_oneway(Message("T", b""))
             with pytest.raises(RemotingTooManyRequestsError):
                 p.send_oneway(Message("T", b"o3"))  # the cap: waits 200 ms for a slot
-        finally:
-            release.set()
         blocking.call(lambda: None, timeout=WAIT)  # the reactor drained the queue
         p.send(Message("T", b"last"))  # the connection delivers in order
     assert [s.body for s in cluster.broker.sends] == [b"first", b"o1", b"o2", b"last"]
