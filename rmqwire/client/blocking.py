@@ -337,11 +337,11 @@ class FutureSink:
         self.deferred: Deferred[Any] | None = None
 
     def ok(self, result: Any) -> None:
-        if not self.future.done():
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled at shutdown
             self.future.set_result(result)
 
     def fail(self, failure: Failure) -> None:
-        if not self.future.done():
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
             self.future.set_exception(failure.value)
 
 

@@ -40,7 +40,7 @@ from rmqwire.client.producer.transaction import (
     TransactionProducer as _CoreTransactionProducer,
 )
 from rmqwire.client.validators import check_message
-from rmqwire.codec.message import Message, MessageExt
+from rmqwire.codec.message import Message, MessageExt, PropertyKey
 from rmqwire.errors import MQClientError, RemotingTooManyRequestsError
 from rmqwire.model import MessageQueue
 
@@ -49,6 +49,7 @@ WAIT_SLACK = 5.0
 #: Bound on start (no network) and shutdown (UNREGISTER_CLIENT calls, then closing connections).
 LIFECYCLE_TIMEOUT = 30.0
 
+UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _log = Logger(namespace="rmqwire.client.producer")
 _manager_lock = threading.Lock()
 _managers: dict[int, ClientManager] = {}
@@ -192,6 +193,10 @@ class Producer:
         if (queue is None and selector is None and isinstance(msg, Message)
                 and core.state is ServiceState.RUNNING and self._route_known(core, msg.topic)):
             check_message(msg, core.config.max_message_size)
+            instance = core.instance
+            if instance is not None and UNIQ_KEY not in msg.properties:
+                # as Java, the id is set before the call returns (msg.unique_key is read after)
+                msg.properties[UNIQ_KEY] = instance.unique_ids.next_id()  # generator is locked
             slots = self._oneway_slots
             assert slots is not None
             if not slots.acquire(timeout=core.config.send_msg_timeout / 1000):

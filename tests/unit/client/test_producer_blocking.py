@@ -134,7 +134,9 @@ def test_send_oneway_returns_once_queued_within_its_cap(cluster: LoopbackCluster
             p.send_oneway(Message("Unknown", b"x"))
         p.send(Message("T", b"first"))  # the route is known from here on
         with held_reactor(reactor):
-            p.send_oneway(Message("T", b"o1"))  # returns while the reactor thread is busy
+            m = Message("T", b"o1")
+            p.send_oneway(m)  # returns while the reactor thread is busy, its id set
+            assert m.unique_key
             p.send_oneway(Message("T", b"o2"))
             with pytest.raises(MQClientError, match="body length is zero"):
                 p.send_oneway(Message("T", b""))
@@ -143,6 +145,7 @@ def test_send_oneway_returns_once_queued_within_its_cap(cluster: LoopbackCluster
         blocking.call(lambda: None, timeout=WAIT)  # the reactor drained the queue
         p.send(Message("T", b"last"))  # the connection delivers in order
     assert [s.body for s in cluster.broker.sends] == [b"first", b"o1", b"o2", b"last"]
+    assert decode_properties(cluster.broker.sends[1].header.i)["UNIQ_KEY"] == m.unique_key
 
 
 def test_interpreter_exits_with_a_producer_left_running(tmp_path: Path) -> None:
