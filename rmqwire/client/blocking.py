@@ -422,5 +422,6 @@ def submit(fn: Callable[..., Any], /, *args: Any, sink: Any, **kwargs: Any) -> N
     """Queue ``fn(*args, **kwargs)`` for the reactor thread; its outcome (a Deferred's, or a plain
     value's) goes to ``sink.ok(result)`` / ``sink.fail(failure)`` there. Raises
     ReactorStoppedError when the reactor has stopped."""
-    ensure_reactor()
+    if _inbox.reactor is None:  # attached once the reactor serves other threads
+        ensure_reactor()
     _inbox.put(fn, args, kwargs, sink)
