@@ -254,6 +254,8 @@ class CommandHeader:
         # which stay as the reference; the headers of every pull and send go through these).
         cls.to_ext_fields = _compile_encoder(cls)  # type: ignore[method-assign]
         cls.from_ext_fields = classmethod(_compile_decoder(cls))  # type: ignore[method-assign,assignment]
+        if "validate" not in cls.__dict__:  # a header with checks of its own keeps them
+            cls.validate = _compile_validator(cls)  # type: ignore[method-assign]
 
     @classmethod
     def header_fields(cls) -> tuple[HeaderField, ...]:
@@ -395,6 +397,21 @@ def _compile_encoder(cls: type[CommandHeader]) -> Callable[[CommandHeader], dict
     fn = _compile("to_ext_fields", lines, env)
     fn.__doc__ = CommandHeader.to_ext_fields.__doc__
     fn.__qualname__ = f"{cls.__qualname__}.to_ext_fields"
+    return fn
+
+
+def _compile_validator(cls: type[CommandHeader]) -> Callable[[CommandHeader], None]:
+    # one `is None` test per required field, no generator: every request validates its header
+    lines = ["def validate(self):"]
+    if cls.__required__:
+        test = " or ".join(f"self.{attr} is None" for attr, _ in cls.__required__)
+        lines += [f"    if {test}:",
+                  "        raise _missing_error(type(self).__name__, list(self.missing_required()))"]
+    else:
+        lines.append("    pass")
+    fn = _compile("validate", lines, {"_missing_error": _missing_error})
+    fn.__doc__ = CommandHeader.validate.__doc__
+    fn.__qualname__ = f"{cls.__qualname__}.validate"
     return fn
 
 

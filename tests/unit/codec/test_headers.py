@@ -753,3 +753,20 @@ def test_compiled_codecs_equal_the_reference(cls, data):
     for strict in (True, False):
         assert _outcome(cls.from_ext_fields, ext, strict=strict) == \
             _outcome(CommandHeader.from_ext_fields.__func__, cls, ext, strict=strict)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(ALL_HEADERS), st.data())
+def test_compiled_validate_raises_exactly_when_required_fields_are_missing(cls, data):
+    # the generated validate (one `is None` test per required field) against missing_required
+    header = cls()
+    values = {attr: data.draw(st.sampled_from([None, "x"]), label=attr) for attr, _ in cls.__required__}
+    header = dataclasses.replace(header, **values)
+    missing = [wire for attr, wire in cls.__required__ if values[attr] is None]
+    assert list(header.missing_required()) == missing
+    if missing:
+        with pytest.raises(MissingHeaderFieldError) as e:
+            header.validate()
+        assert e.value.fields == tuple(missing)
+    else:
+        assert header.validate() is None
