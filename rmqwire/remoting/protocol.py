@@ -195,14 +195,18 @@ class RemotingProtocol(Protocol):
         d: Deferred[RemotingCommand] = Deferred(canceller=self._forget)
         try:
             cmd = self.config.before_request(self.peer, cmd)
-            opaque, data = self.connection.send_request(
-                cmd, self.reactor.seconds() + timeout, timeout=timeout, token=(d, cmd)
-            )
+            deadline = self.reactor.seconds() + timeout
+            opaque, data = self.connection.send_request(cmd, deadline, timeout=timeout, token=(d, cmd))
         except (LocalProtocolError, CodecError, RemotingError) as e:
             return defer.fail(e)
         d.opaque = opaque  # type: ignore[attr-defined]  # for the canceller
         self._write(data)
-        self._reschedule()
+        timer = self._deadline_call
+        # The timer never runs later than the earliest pending deadline (_reschedule keeps it so),
+        # so a call due no sooner than it needs no rescheduling: the common case of a pipelined
+        # sender, which then skips the heap walk per request.
+        if timer is None or not timer.active() or timer.getTime() > deadline:
+            self._reschedule()
         return d
 
     def invoke_oneway(self, cmd: RemotingCommand) -> Deferred[None]:
