@@ -53,6 +53,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
@@ -67,7 +68,6 @@ import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.RPCHook;
-import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 
 public final class Peer {
 
@@ -282,11 +282,11 @@ public final class Peer {
                             long d = o.getInt("timer-ms", 1000);
                             String kind = o.get("timer-kind", "deliver");
                             if (kind.equals("sec")) {
-                                m.setDelayTimeSec(d / 1000);
+                                setLong(m, "setDelayTimeSec", d / 1000);
                             } else if (kind.equals("ms")) {
-                                m.setDelayTimeMs(d);
+                                setLong(m, "setDelayTimeMs", d);
                             } else {
-                                m.setDeliverTimeMs(System.currentTimeMillis() + d);
+                                setLong(m, "setDeliverTimeMs", System.currentTimeMillis() + d);
                             }
                             r = producer.send(m);
                         } else if (mode.equals("ordered")) {
@@ -444,11 +444,13 @@ public final class Peer {
         String group = o.get("group", "rmqwire_peer_consumer_" + ProcessHandle.current().pid());
         String sub = o.get("sub", "*");
         long timeoutMs = o.getInt("timeout-ms", 60000);
-        MessageModel mm;
+        // MessageModel moved package between 4.x and 5.x: named by its constant, so this file
+        // compiles against both clients.
+        String mm;
         if (model.equals("cluster")) {
-            mm = MessageModel.CLUSTERING;
+            mm = "CLUSTERING";
         } else if (model.equals("broadcast")) {
-            mm = MessageModel.BROADCASTING;
+            mm = "BROADCASTING";
         } else {
             throw new IllegalArgumentException("--model must be cluster|broadcast");
         }
@@ -471,13 +473,18 @@ public final class Peer {
         }
     }
 
+    /** The 5.x timer setters, called by name: the 4.x Message has none (timer mode is 5.x only). */
+    private static void setLong(Message m, String setter, long value) throws Exception {
+        Message.class.getMethod(setter, long.class).invoke(m, value);
+    }
+
     private static int consumePush(Opts o, String namesrv, String topic, int count, String group, String sub,
-        MessageModel mm, ConsumeFromWhere where, long timeoutMs) throws Exception {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, aclHook(o));
+        String mm, ConsumeFromWhere where, long timeoutMs) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, aclHook(o), new AllocateMessageQueueAveragely());
         c.setNamesrvAddr(namesrv);
         // a cold JVM on a loaded machine needs seconds for its first connections (default 3 s)
         c.setMqClientApiTimeout(o.getInt("api-timeout-ms", 15000));
-        c.setMessageModel(mm);
+        c.setMessageModel(Enum.valueOf(c.getMessageModel().getDeclaringClass(), mm));
         c.setConsumeFromWhere(where);
         c.subscribe(topic, sub);
         if (o.single.containsKey("max-reconsume")) {
@@ -520,10 +527,10 @@ public final class Peer {
     }
 
     private static int consumeLitePull(String namesrv, String topic, int count, String group, String sub,
-        MessageModel mm, ConsumeFromWhere where, long timeoutMs) throws Exception {
+        String mm, ConsumeFromWhere where, long timeoutMs) throws Exception {
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);
         c.setNamesrvAddr(namesrv);
-        c.setMessageModel(mm);
+        c.setMessageModel(Enum.valueOf(c.getMessageModel().getDeclaringClass(), mm));
         c.setConsumeFromWhere(where);
         c.subscribe(topic, sub);
         long t0 = System.nanoTime();
