@@ -755,8 +755,10 @@ class PushConsumer:
                 self.consume_service.submit_consume_request(msgs, pq, mq, dispatch)
                 if self.config.pull_interval > 0:
                     self.execute_pull_request_later(req, self.config.pull_interval)
-                else:
-                    self.execute_pull_request_immediately(req)
+                elif self.state is ServiceState.RUNNING and not self._closing:
+                    # the next pull goes out now, not after a timer turn: Java's pull thread takes
+                    # the request at once, and the consumer idles while every queue's pull is out
+                    self.pull_message(req)
             if result.next_begin_offset < prev or first < prev:
                 self.log.warn("[BUG] pull message result maybe data wrong, nextBeginOffset: {nxt} "
                               "firstMsgOffset: {first} prevRequestOffset: {prev}",
