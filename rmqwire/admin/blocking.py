@@ -132,6 +132,7 @@ class Admin:
         "create_and_update_subscription_group_config"
     )
     examine_subscription_group_config = delegate("examine_subscription_group_config")
+    get_all_subscription_group = delegate("get_all_subscription_group")
     delete_subscription_group = delegate("delete_subscription_group")
     examine_consume_stats = delegate("examine_consume_stats")
     examine_consume_stats_on = delegate("examine_consume_stats_on")

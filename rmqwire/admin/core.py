@@ -46,6 +46,7 @@ from rmqwire.codec.commands.admin import (
     DeleteExpiredCommitLog,
     DeleteSubscriptionGroup,
     GetAllProducerInfo,
+    GetAllSubscriptionGroupConfig,
     GetBrokerConfig,
     GetBrokerConsumeStats,
     GetBrokerRuntimeInfo,
@@ -59,6 +60,7 @@ from rmqwire.codec.commands.admin import (
     ProducerTableInfo,
     QueryTopicConsumeByWho,
     SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
     UpdateAndCreateSubscriptionGroup,
     UpdateBrokerConfig,
     ViewBrokerStatsData,
@@ -562,6 +564,11 @@ class AdminCore(Service):
                                                 group: str) -> SubscriptionGroupConfig | None:
         r = await self.call(broker_addr, GetSubscriptionGroupConfig, group=group)
         return r.body
+
+    @deferred
+    async def get_all_subscription_group(self, broker_addr: str) -> SubscriptionGroupWrapper:
+        r = await self.call(broker_addr, GetAllSubscriptionGroupConfig)
+        return r.body or SubscriptionGroupWrapper()
 
     @deferred
     async def delete_subscription_group(self, broker_addr: str, group: str,

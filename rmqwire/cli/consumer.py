@@ -50,7 +50,7 @@ from rmqwire.codec import fastjson
 from rmqwire.codec.codes import ResponseCode
 from rmqwire.codec.commands.admin import SubscriptionGroupConfig
 from rmqwire.codec.commands.consumer import ConsumerRunningInfo
-from rmqwire.errors import BrokerResponseError
+from rmqwire.errors import BrokerResponseError, RequestCodeNotSupportedError
 from rmqwire.model import ConsumeType, MessageQueue
 
 #: ``CustomizedRetryPolicy``'s default delays and ``ExponentialRetryPolicy``'s defaults.
@@ -137,6 +137,16 @@ def subscription_group_fields(c: SubscriptionGroupConfig) -> list[tuple[str, str
         ("subscriptionDataSet", subs),
         ("attributes", "" if c.attributes is None else map_str(c.attributes)),
     ]
+
+
+#: The fields 4.9.7's SubscriptionGroupConfig declares.
+V4_SUBSCRIPTION_GROUP_FIELDS = frozenset((
+    "groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "retryQueueNums",
+    "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable"))
+
+
+def _v4_subscription_group_fields(c: SubscriptionGroupConfig) -> list[tuple[str, str]]:
+    return [(n, v) for n, v in subscription_group_fields(c) if n in V4_SUBSCRIPTION_GROUP_FIELDS]
 
 
 # ---- updateSubGroup / deleteSubGroup / getConsumerConfig ---------------------------------------
@@ -264,17 +274,24 @@ def get_consumer_config(env: Env, group: str) -> None:
     for broker_name in hashmap_order(info.broker_addr_table or {}):
         cluster = next((c for c in hashmap_order(clusters) if broker_name in clusters[c]), None)
         addr = select_broker_addr(info.broker_addr_table[broker_name])
-        config = env.admin.examine_subscription_group_config(addr, group)
+        try:
+            config = env.admin.examine_subscription_group_config(addr, group)
+            fields = subscription_group_fields
+        except RequestCodeNotSupportedError:
+            # A 4.9.7 broker has no GET_SUBSCRIPTIONGROUP_CONFIG: 4.9.7's mqadmin takes the group
+            # from all of them and prints its own SubscriptionGroupConfig's fields.
+            table = env.admin.get_all_subscription_group(addr).subscription_group_table or {}
+            config, fields = table.get(group), _v4_subscription_group_fields
         if config is not None:
-            found.append((cluster, broker_name, config))
+            found.append((cluster, broker_name, config, fields))
     if env.json:
         emit_json({"brokers": [{"cluster": c, "brokerName": b, "config": cfg.to_fastjson()}
-                               for c, b, cfg in found]})
+                               for c, b, cfg, _ in found]})
         return
-    for cluster, broker_name, config in found:
+    for cluster, broker_name, config, fields in found:
         out(f"============================={jstr(cluster)}:{broker_name}============================="
             "\n")
-        for name, value in subscription_group_fields(config):
+        for name, value in fields(config):
             out(printf("%s%-40s=  %s\n", "", name, value))
 
 
@@ -328,6 +345,12 @@ def _group_progress(env: Env, group: str, topic: str | None, show_ip: bool,
     stats = env.admin.examine_consume_stats(group, topic, cluster)
     table = stats.offset_table or {}
     ips = _allocation(env, group) if show_ip else {}
+    # A 4.9.7 broker sends no pullOffset (its OffsetWrapper has none: 0 here), a 5.x broker at
+    # least the consumer offset: then there is no Inflight to show, and 4.9.7's mqadmin text is
+    # printed (5.3.3's mqadmin fails against 4.9.7).
+    if any(ow.pull_offset < ow.consumer_offset for ow in table.values()):
+        _group_progress_v4(env, group, table, stats.consume_tps, show_ip, ips)
+        return
     if not env.json:
         if show_ip:
             out(printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s %-20s%s%n", "#Topic",
@@ -370,6 +393,49 @@ def _group_progress(env: Env, group: str, topic: str | None, show_ip: bool,
     out(printf("Consume TPS: %.2f%n", stats.consume_tps))
     out(printf("Consume Diff Total: %d%n", diff_total))
     out(printf("Consume Inflight Total: %d%n", inflight_total))
+
+
+def _group_progress_v4(env: Env, group: str, table: dict[MessageQueue, Any], consume_tps: float,
+                       show_ip: bool, ips: dict[MessageQueue, str]) -> None:
+    """4.9.7's consumerProgress -g: no Inflight column, "Diff Total"."""
+    if not env.json:
+        if show_ip:
+            out(printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n", "#Topic",
+                       "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP",
+                       "#Diff", "#LastTime"))
+        else:
+            out(printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s%n", "#Topic", "#Broker Name",
+                       "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"))
+    diff_total = 0
+    rows = []
+    for mq in sorted(table):
+        ow = table[mq]
+        diff = ow.broker_offset - ow.consumer_offset
+        diff_total += diff
+        last = "N/A" if ow.last_timestamp == 0 else format_date(ow.last_timestamp)
+        ip = ips.get(mq)
+        rows.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                     "brokerOffset": ow.broker_offset, "consumerOffset": ow.consumer_offset,
+                     "clientIp": ip, "diff": diff, "inflight": None,
+                     "lastTimestamp": ow.last_timestamp})
+        if env.json:
+            continue
+        if show_ip:
+            out(printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n",
+                       front(mq.topic, 64), front(mq.broker_name, 32), mq.queue_id,
+                       ow.broker_offset, ow.consumer_offset, ip if ip is not None else "N/A",
+                       diff, last))
+        else:
+            out(printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n",
+                       front(mq.topic, 64), front(mq.broker_name, 32), mq.queue_id,
+                       ow.broker_offset, ow.consumer_offset, diff, last))
+    if env.json:
+        emit_json({"group": group, "queues": rows, "consumeTps": consume_tps,
+                   "diffTotal": diff_total, "inflightTotal": None})
+        return
+    out("\n")
+    out(printf("Consume TPS: %.2f%n", consume_tps))
+    out(printf("Diff Total: %d%n", diff_total))
 
 
 def _all_groups(env: Env) -> None:

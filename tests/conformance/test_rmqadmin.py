@@ -956,6 +956,68 @@ def test_v4_cluster_resend(reference_cluster_v4: Any, tmp_path: Path) -> None:
         _assert_resent(c, topic, uniq, text)
 
 
+#: Read-only commands about the 4.9.7 consumer whose numbers are sampled or shared with other
+#: modules' groups on the session's cluster: only this scenario's rows are compared (others cut to
+#: their first column) and a difference is asked again, as in READ_ONLY. "4": equal to 4.9.7's
+#: mqadmin; "5": equal to 5.3.3's mqadmin run against 4.9.7. 5.3.3's consumerProgress -g and
+#: getConsumerConfig fail against 4.9.7 (request codes it lacks); rmqadmin prints 4.9.7's text
+#: there: no Inflight column and "Diff Total" (4.9.7 sends no pullOffset), and 4.9.7's
+#: SubscriptionGroupConfig fields (taken from GET_ALL_SUBSCRIPTIONGROUP_CONFIG, as 4.9.7 does).
+V4_SAMPLED: list[tuple[str, Callable[[Any, V4Consumer], list[str]], Callable[[V4Consumer], Callable[[str], str]], str]] = [
+    ("producerConnection", lambda c, v: ["producerConnection", "-g", "CLIENT_INNER_PRODUCER", "-t",
+                                         v.scenario.topic], lambda v: norm_times, "54"),
+    ("brokerConsumeStats", lambda c, v: ["brokerConsumeStats", "-b", c.broker_addr],
+     lambda v: functools.partial(scenario_rows, norm_rates, v.scenario.topic), "54"),
+    ("consumerProgress", lambda c, v: ["consumerProgress"],
+     lambda v: functools.partial(scenario_rows, norm_rates, v.group), "54"),
+    ("consumerProgress -g", lambda c, v: ["consumerProgress", "-g", v.group],
+     lambda v: norm_rates, "4"),
+    ("getConsumerConfig", lambda c, v: ["getConsumerConfig", "-g", v.group], lambda v: norm_times,
+     "4"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,make_args,make_normalise,against", V4_SAMPLED,
+                         ids=[c[0] for c in V4_SAMPLED])
+def test_v4_sampled_commands(reference_cluster_v4: Any, v4_consumer: V4Consumer, tmp_path: Path,
+                             name: str, make_args: Any, make_normalise: Any, against: str) -> None:
+    args = make_args(reference_cluster_v4, v4_consumer)
+    normalise = make_normalise(v4_consumer)
+    ns = reference_cluster_v4.namesrv_addr
+    for version in ("5.3.3", "4.9.7") if "5" in against else ("4.9.7",):
+        for _ in range(3):
+            java = run_mqadmin(ns, *args, version="5.3.3") if version == "5.3.3" \
+                else run_mqadmin(reference_cluster_v4, *args)
+            ours = rmqadmin(ns, *args, cwd=tmp_path)
+            assert java_ok(java), java.stdout + java.stderr
+            assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+            if normalise(ours.stdout) == normalise(java.stdout):
+                break
+        same_output(java.stdout, ours.stdout, normalise)
+        v = v4_consumer
+        assert any(needle in ours.stdout for needle in (v.scenario.topic, v.group, v.client_id))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["-b", "-c"])
+def test_v4_broker_status_keys_and_stable_values(reference_cluster_v4: Any, tmp_path: Path,
+                                                 mode: str) -> None:
+    """brokerStatus against 4.9.7: the same keys, order and padding as 4.9.7's mqadmin and 5.3.3's
+    (run against 4.9.7), and the same stable values."""
+    c = reference_cluster_v4
+    args = ("brokerStatus", mode, c.broker_addr if mode == "-b" else c.cluster_name)
+    ours = rmqadmin(c.namesrv_addr, *args, cwd=tmp_path)
+    assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+    for java in (run_mqadmin(c.namesrv_addr, *args, version="5.3.3"), run_mqadmin(c, *args)):
+        assert java_ok(java), java.stdout + java.stderr
+        a, b = _runtime(java.stdout), _runtime(ours.stdout)
+        assert list(a) == list(b)
+        for key in a:
+            if key.split()[-1] in STABLE_RUNTIME_KEYS:
+                assert a[key] == b[key], key
+
+
 #: Mutating commands against 4.9.7: 5.3.3's mqadmin changes twin A, rmqadmin twin B, 4.9.7's
 #: mqadmin twin C ("twin": A and B print the same text, and C too where marked "54"); 4.9.7's
 #: mqadmin then reads A, B and C back ("read": equal); "same": the three run the same command. 4.9.7's own text differs for updateTopic
