@@ -910,53 +910,7 @@ def v4_consumer(reference_cluster_v4: Any, v4_topic: V4Scenario) -> Iterator[V4C
         consumer.stop()
 
 
-#: Commands about a consumer running on the 4.9.7 cluster, as V4_COMMANDS ("5", "4"). 5.3.3's
-#: cloneGroupOffset fails against 4.9.7 (GET_TOPIC_CONFIG); rmqadmin's prints 4.9.7's text.
-#: resetOffsetByTime prints 5.3.3's first line ("start reset consumer offset ..."), 4.9.7's says
-#: "rollback consumer offset ...".
-V4_CONSUMER_COMMANDS: list[tuple[str, Callable[[Any, V4Consumer], list[str]], Callable[[str], str], str]] = [
-    ("consumerConnection", lambda c, v: ["consumerConnection", "-g", v.group], norm_times, "54"),
-    ("consumerStatus", lambda c, v: ["consumerStatus", "-g", v.group], norm_times, "54"),
-    ("statsAll -t", lambda c, v: ["statsAll", "-t", v.scenario.topic], norm_rates, "54"),
-    ("resetOffsetByTime", lambda c, v: ["resetOffsetByTime", "-g", v.group, "-t", v.scenario.topic,
-                                        "-s", "0"], norm_times, "5"),
-    ("cloneGroupOffset", lambda c, v: ["cloneGroupOffset", "-s", v.group, "-d", f"{v.group}_clone",
-                                       "-t", v.scenario.topic], norm_times, "4"),
-]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,make_args,normalise,against", V4_CONSUMER_COMMANDS,
-                         ids=[c[0] for c in V4_CONSUMER_COMMANDS])
-def test_v4_consumer_commands(reference_cluster_v4: Any, v4_consumer: V4Consumer, tmp_path: Path,
-                              name: str, make_args: Any, normalise: Any, against: str) -> None:
-    args = make_args(reference_cluster_v4, v4_consumer)
-    # the two resets change offsets: run once; the others only read
-    retried(lambda: compare_on_v4(reference_cluster_v4, args, normalise, against, tmp_path, quiet=True),
-            attempts=1 if name in ("resetOffsetByTime", "cloneGroupOffset") else 3)
-
-
-@pytest.mark.slow
-def test_v4_cluster_resend(reference_cluster_v4: Any, tmp_path: Path) -> None:
-    """queryMsgById -s true against 4.9.7: rmqadmin prints what 5.3.3's mqadmin prints, which is
-    4.9.7's text plus SendResult's recallHandle (new in 5.x). 4.9.7's mqadmin has no -t and finds
-    the message by offset id only."""
-    c = reference_cluster_v4
-    topic, uniq, offset_id = _resend_topic(c)
-    args = ("queryMsgById", "-t", topic, "-i", offset_id, "-s", "true")
-    java5 = run_mqadmin(c.namesrv_addr, *args, version="5.3.3")
-    java4 = run_mqadmin(c, "queryMsgById", "-i", offset_id, "-s", "true")  # 4.9.7: no -t
-    ours = rmqadmin(c.namesrv_addr, *args, cwd=tmp_path)
-    assert java_ok(java5) and java_ok(java4), java5.stdout + java4.stdout + java4.stderr
-    assert ours.returncode == 0 and ours.stderr == "", ours.stderr
-    same_output(java5.stdout, ours.stdout, norm_resend)
-    assert ours.stdout.endswith(", recallHandle=null]")
-    same_output(java4.stdout, ours.stdout.replace(", recallHandle=null]", "]"), norm_resend)
-    for text in (java5.stdout, java4.stdout, ours.stdout):
-        _assert_resent(c, topic, uniq, text)
-
-
-#: Read-only commands about the 4.9.7 consumer whose numbers are sampled or shared with other
+#: (Before the commands below, which reset its offsets.) Read-only commands about the 4.9.7 consumer whose numbers are sampled or shared with other
 #: modules' groups on the session's cluster: only this scenario's rows are compared (others cut to
 #: their first column) and a difference is asked again, as in READ_ONLY. "4": equal to 4.9.7's
 #: mqadmin; "5": equal to 5.3.3's mqadmin run against 4.9.7. 5.3.3's consumerProgress -g and
@@ -1016,6 +970,52 @@ def test_v4_broker_status_keys_and_stable_values(reference_cluster_v4: Any, tmp_
         for key in a:
             if key.split()[-1] in STABLE_RUNTIME_KEYS:
                 assert a[key] == b[key], key
+
+
+#: Commands about a consumer running on the 4.9.7 cluster, as V4_COMMANDS ("5", "4"). 5.3.3's
+#: cloneGroupOffset fails against 4.9.7 (GET_TOPIC_CONFIG); rmqadmin's prints 4.9.7's text.
+#: resetOffsetByTime prints 5.3.3's first line ("start reset consumer offset ..."), 4.9.7's says
+#: "rollback consumer offset ...".
+V4_CONSUMER_COMMANDS: list[tuple[str, Callable[[Any, V4Consumer], list[str]], Callable[[str], str], str]] = [
+    ("consumerConnection", lambda c, v: ["consumerConnection", "-g", v.group], norm_times, "54"),
+    ("consumerStatus", lambda c, v: ["consumerStatus", "-g", v.group], norm_times, "54"),
+    ("statsAll -t", lambda c, v: ["statsAll", "-t", v.scenario.topic], norm_rates, "54"),
+    ("resetOffsetByTime", lambda c, v: ["resetOffsetByTime", "-g", v.group, "-t", v.scenario.topic,
+                                        "-s", "0"], norm_times, "5"),
+    ("cloneGroupOffset", lambda c, v: ["cloneGroupOffset", "-s", v.group, "-d", f"{v.group}_clone",
+                                       "-t", v.scenario.topic], norm_times, "4"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,make_args,normalise,against", V4_CONSUMER_COMMANDS,
+                         ids=[c[0] for c in V4_CONSUMER_COMMANDS])
+def test_v4_consumer_commands(reference_cluster_v4: Any, v4_consumer: V4Consumer, tmp_path: Path,
+                              name: str, make_args: Any, normalise: Any, against: str) -> None:
+    args = make_args(reference_cluster_v4, v4_consumer)
+    # the two resets change offsets: run once; the others only read
+    retried(lambda: compare_on_v4(reference_cluster_v4, args, normalise, against, tmp_path, quiet=True),
+            attempts=1 if name in ("resetOffsetByTime", "cloneGroupOffset") else 3)
+
+
+@pytest.mark.slow
+def test_v4_cluster_resend(reference_cluster_v4: Any, tmp_path: Path) -> None:
+    """queryMsgById -s true against 4.9.7: rmqadmin prints what 5.3.3's mqadmin prints, which is
+    4.9.7's text plus SendResult's recallHandle (new in 5.x). 4.9.7's mqadmin has no -t and finds
+    the message by offset id only."""
+    c = reference_cluster_v4
+    topic, uniq, offset_id = _resend_topic(c)
+    args = ("queryMsgById", "-t", topic, "-i", offset_id, "-s", "true")
+    java5 = run_mqadmin(c.namesrv_addr, *args, version="5.3.3")
+    java4 = run_mqadmin(c, "queryMsgById", "-i", offset_id, "-s", "true")  # 4.9.7: no -t
+    ours = rmqadmin(c.namesrv_addr, *args, cwd=tmp_path)
+    assert java_ok(java5) and java_ok(java4), java5.stdout + java4.stdout + java4.stderr
+    assert ours.returncode == 0 and ours.stderr == "", ours.stderr
+    same_output(java5.stdout, ours.stdout, norm_resend)
+    assert ours.stdout.endswith(", recallHandle=null]")
+    same_output(java4.stdout, ours.stdout.replace(", recallHandle=null]", "]"), norm_resend)
+    for text in (java5.stdout, java4.stdout, ours.stdout):
+        _assert_resent(c, topic, uniq, text)
 
 
 #: Mutating commands against 4.9.7: 5.3.3's mqadmin changes twin A, rmqadmin twin B, 4.9.7's
