@@ -603,10 +603,13 @@ class AdminCore(Service):
         for bd in route.broker_datas or []:
             addr = select_broker_addr(bd)
             if addr is not None:
-                cs = (await self.call(addr, GetConsumeStats, consumer_group=group, topic=topic,
-                                      timeout=self.timeout * 3)).body
-                result.offset_table.update(cs.offset_table or {})
-                result.consume_tps += cs.consume_tps
+                r = await self.call(addr, GetConsumeStats, consumer_group=group, topic=topic,
+                                    timeout=self.timeout * 3)
+                result.offset_table.update(r.body.offset_table or {})
+                result.consume_tps += r.body.consume_tps
+                if r.command is not None:
+                    result.broker_version = min(result.broker_version or r.command.version,
+                                                r.command.version)
         if not result.offset_table:
             try:
                 cc = await self._consumer_connection(group)

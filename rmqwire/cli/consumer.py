@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from rmqwire.cli.javafmt import (
 )
 from rmqwire.cli.topic import parse_attributes
 from rmqwire.codec import fastjson
-from rmqwire.codec.codes import ResponseCode
+from rmqwire.codec.codes import V5_0_0, ResponseCode
 from rmqwire.codec.commands.admin import SubscriptionGroupConfig
 from rmqwire.codec.commands.consumer import ConsumerRunningInfo
 from rmqwire.errors import BrokerResponseError, RequestCodeNotSupportedError
@@ -340,34 +341,45 @@ def _allocation(env: Env, group: str) -> dict[MessageQueue, str]:
     return result
 
 
+@dataclass(frozen=True)
+class ProgressText:
+    """How one mqadmin prints consumerProgress -g: the same rows, then these columns after
+    #Diff (``%`` formats, with and without a client IP column before #Diff) and this footer."""
+
+    header_tail: str
+    row_tail: str
+    inflight: bool
+    diff_total: str
+
+
+#: 5.3.3's mqadmin: an Inflight column (pullOffset - consumerOffset) and its total.
+PROGRESS_TEXT = ProgressText("%-20s %-20s%s%n", "%-20d %-20d %s%n", True, "Consume Diff Total")
+#: 4.9.7's: a 4.x broker sends no pullOffset, and 5.3.3's mqadmin fails against it (its consume
+#: stats ask GET_TOPIC_CONFIG, which 4.x lacks), so rmqadmin prints what 4.9.7's prints.
+PROGRESS_TEXT_V4 = ProgressText("%-20s  %s%n", "%-20d  %s%n", False, "Diff Total")
+
+
 def _group_progress(env: Env, group: str, topic: str | None, show_ip: bool,
                     cluster: str | None) -> None:
     stats = env.admin.examine_consume_stats(group, topic, cluster)
     table = stats.offset_table or {}
     ips = _allocation(env, group) if show_ip else {}
-    # A 4.9.7 broker sends no pullOffset (its OffsetWrapper has none: 0 here), a 5.x broker at
-    # least the consumer offset: then there is no Inflight to show, and 4.9.7's mqadmin text is
-    # printed (5.3.3's mqadmin fails against 4.9.7).
-    if any(ow.pull_offset < ow.consumer_offset for ow in table.values()):
-        _group_progress_v4(env, group, table, stats.consume_tps, show_ip, ips)
-        return
+    text = PROGRESS_TEXT_V4 if 0 < stats.broker_version < V5_0_0 else PROGRESS_TEXT
+    head, row_head, ip_col = ("%-64s  %-32s  %-4s  %-20s  %-20s  ", "%-64s  %-32s  %-4d  %-20d  %-20d  ",
+                              "%-20s " if show_ip else "")
     if not env.json:
-        if show_ip:
-            out(printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s %-20s%s%n", "#Topic",
-                       "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP",
-                       "#Diff", "#Inflight", "#LastTime"))
-        else:
-            out(printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s%n", "#Topic",
-                       "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff",
-                       "#Inflight", "#LastTime"))
+        titles = ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
+                  *(["#Client IP"] if show_ip else []), "#Diff",
+                  *(["#Inflight"] if text.inflight else []), "#LastTime"]
+        out(printf(head + ip_col + text.header_tail, *titles))
     diff_total = inflight_total = 0
     rows = []
     for mq in sorted(table):
         ow = table[mq]
         diff = ow.broker_offset - ow.consumer_offset
-        inflight = ow.pull_offset - ow.consumer_offset
+        inflight = ow.pull_offset - ow.consumer_offset if text.inflight else None
         diff_total += diff
-        inflight_total += inflight
+        inflight_total += inflight or 0
         last = "N/A" if ow.last_timestamp == 0 else format_date(ow.last_timestamp)
         ip = ips.get(mq)
         rows.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
@@ -376,66 +388,20 @@ def _group_progress(env: Env, group: str, topic: str | None, show_ip: bool,
                      "lastTimestamp": ow.last_timestamp})
         if env.json:
             continue
-        if show_ip:
-            out(printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d %-20d %s%n",
-                       front(mq.topic, 64), front(mq.broker_name, 32), mq.queue_id,
-                       ow.broker_offset, ow.consumer_offset, ip if ip is not None else "N/A",
-                       diff, inflight, last))
-        else:
-            out(printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20d %-20d %s%n",
-                       front(mq.topic, 64), front(mq.broker_name, 32), mq.queue_id,
-                       ow.broker_offset, ow.consumer_offset, diff, inflight, last))
+        out(printf(row_head + ip_col + text.row_tail, front(mq.topic, 64), front(mq.broker_name, 32),
+                   mq.queue_id, ow.broker_offset, ow.consumer_offset,
+                   *([ip if ip is not None else "N/A"] if show_ip else []), diff,
+                   *([inflight] if text.inflight else []), last))
     if env.json:
         emit_json({"group": group, "queues": rows, "consumeTps": stats.consume_tps,
-                   "diffTotal": diff_total, "inflightTotal": inflight_total})
+                   "diffTotal": diff_total,
+                   "inflightTotal": inflight_total if text.inflight else None})
         return
     out("\n")
     out(printf("Consume TPS: %.2f%n", stats.consume_tps))
-    out(printf("Consume Diff Total: %d%n", diff_total))
-    out(printf("Consume Inflight Total: %d%n", inflight_total))
-
-
-def _group_progress_v4(env: Env, group: str, table: dict[MessageQueue, Any], consume_tps: float,
-                       show_ip: bool, ips: dict[MessageQueue, str]) -> None:
-    """4.9.7's consumerProgress -g: no Inflight column, "Diff Total"."""
-    if not env.json:
-        if show_ip:
-            out(printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n", "#Topic",
-                       "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP",
-                       "#Diff", "#LastTime"))
-        else:
-            out(printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s%n", "#Topic", "#Broker Name",
-                       "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"))
-    diff_total = 0
-    rows = []
-    for mq in sorted(table):
-        ow = table[mq]
-        diff = ow.broker_offset - ow.consumer_offset
-        diff_total += diff
-        last = "N/A" if ow.last_timestamp == 0 else format_date(ow.last_timestamp)
-        ip = ips.get(mq)
-        rows.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
-                     "brokerOffset": ow.broker_offset, "consumerOffset": ow.consumer_offset,
-                     "clientIp": ip, "diff": diff, "inflight": None,
-                     "lastTimestamp": ow.last_timestamp})
-        if env.json:
-            continue
-        if show_ip:
-            out(printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n",
-                       front(mq.topic, 64), front(mq.broker_name, 32), mq.queue_id,
-                       ow.broker_offset, ow.consumer_offset, ip if ip is not None else "N/A",
-                       diff, last))
-        else:
-            out(printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n",
-                       front(mq.topic, 64), front(mq.broker_name, 32), mq.queue_id,
-                       ow.broker_offset, ow.consumer_offset, diff, last))
-    if env.json:
-        emit_json({"group": group, "queues": rows, "consumeTps": consume_tps,
-                   "diffTotal": diff_total, "inflightTotal": None})
-        return
-    out("\n")
-    out(printf("Consume TPS: %.2f%n", consume_tps))
-    out(printf("Diff Total: %d%n", diff_total))
+    out(printf(f"{text.diff_total}: %d%n", diff_total))
+    if text.inflight:
+        out(printf("Consume Inflight Total: %d%n", inflight_total))
 
 
 def _all_groups(env: Env) -> None:

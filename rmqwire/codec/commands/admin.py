@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmqwire.codec.body import (
@@ -128,6 +128,9 @@ class ConsumeStats(FastjsonBody):
         "offsetTable", map_of(MQ, body_of(OffsetWrapper)), factory=dict
     )
     consume_tps: float = prop("consumeTps", DOUBLE, 0.0)
+    #: Not on the wire: the lowest version (MQVersion ordinal) in the answering brokers' response
+    #: frames, 0 if none answered; a 4.x broker's OffsetWrapper has no pullOffset.
+    broker_version: int = field(default=0, compare=False)
 
 
 @dataclass
