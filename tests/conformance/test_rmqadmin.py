@@ -819,15 +819,20 @@ class V4Scenario:
     sent: list[Any]
 
 
-@pytest.fixture(scope="module")
-def v4_topic(reference_cluster_v4: Any) -> V4Scenario:
+def new_v4_topic(cluster: Any, prefix: str) -> V4Scenario:
+    """A new 4-queue topic on the 4.9.7 cluster with 3 messages from the Java producer."""
     from tools.peers.java_peer import JavaPeer
 
-    topic = f"RmqadminV4_{uuid.uuid4().hex[:8]}"
-    run_mqadmin(reference_cluster_v4, "updateTopic", "-c", reference_cluster_v4.cluster_name, "-t",
-                topic, "-r", "4", "-w", "4").check()
-    sent = JavaPeer(reference_cluster_v4.namesrv_addr).produce(topic, 3, keys="k{i}", tag="TagA")
+    topic = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    run_mqadmin(cluster, "updateTopic", "-c", cluster.cluster_name, "-t", topic, "-r", "4", "-w",
+                "4").check()
+    sent = JavaPeer(cluster.namesrv_addr).produce(topic, 3, keys="k{i}", tag="TagA")
     return V4Scenario(topic, sent)
+
+
+@pytest.fixture(scope="module")
+def v4_topic(reference_cluster_v4: Any) -> V4Scenario:
+    return new_v4_topic(reference_cluster_v4, "RmqadminV4")
 
 
 @pytest.mark.slow
@@ -967,10 +972,8 @@ def test_v4_offline_group_progress(reference_cluster_v4: Any, tmp_path: Path) ->
 
     c = reference_cluster_v4
     ns = c.namesrv_addr
-    topic, group = f"RmqadminV4Off_{uuid.uuid4().hex[:8]}", f"RmqadminV4OffG_{uuid.uuid4().hex[:8]}"
-    run_mqadmin(c, "updateTopic", "-c", c.cluster_name, "-t", topic, "-r", "4", "-w", "4").check()
+    topic, group = new_v4_topic(c, "RmqadminV4Off").topic, f"RmqadminV4OffG_{uuid.uuid4().hex[:8]}"
     peer = JavaPeer(ns)
-    peer.produce(topic, 3, keys="k{i}", tag="TagA")
     consumer = peer.start_consumer(topic, 1_000_000, group=group, timeout_ms=600_000)
     try:
         consumer.wait_started()
