@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from store_helpers import StoreFactory, make_msg, small_config
 
 from rmqwire.codec.java import java_string_hash
@@ -49,6 +51,15 @@ def test_key_hash_is_javas_abs_string_hash() -> None:
     assert index_key_hash("polygenelubricants") == 0  # Math.abs overflows: Java keeps 0
     for key in ("T#\u00e9t\u00e9", "T#\U0001f600", "T#k" * 50):
         assert index_key_hash(key) == abs(java_string_hash(key))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=300) | st.text(st.characters(max_codepoint=127), max_size=300))
+def test_key_hash_fast_path_equals_javas_loop(key: str) -> None:
+    """The ASCII fast path (a dot product with powers of 31) against the UTF-16 loop, across the
+    length where the fast path hands over (256)."""
+    h = java_string_hash(key)
+    assert index_key_hash(key) == (0 if h == -(2**31) else abs(h))
 
 
 def test_file_name_is_local_time_to_the_millisecond() -> None:
