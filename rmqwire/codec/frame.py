@@ -266,12 +266,25 @@ def _plain_json_header(code: int, flag: int, language: LanguageCode | None,
             f',"serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode())
 
 
+@functools.lru_cache(maxsize=1024)
+def _ext_json_header(code: int, flag: int, language: LanguageCode | None,
+                     version: int) -> tuple[str, str, str]:
+    """The JSON header of a command with extFields and no remark, split around both."""
+    lang = "" if language is None else f',"language":"{language.name}"'
+    return (f'{{"code":{code},"extFields":', f',"flag":{flag}{lang},"opaque":',
+            f',"serializeTypeCurrentRPC":"JSON","version":{version}}}')
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header exactly as Java's fastjson writes it: top-level keys sorted, null members
     omitted, extFields in the map's own order (Java writes its HashMap's order)."""
-    if cmd.ext_fields is None and cmd.remark is None:  # most responses: a cached frame around the opaque
-        head, tail = _plain_json_header(cmd.code, cmd.flag, cmd.language, cmd.version)
-        return b"%s%d%s" % (head, cmd.opaque, tail)
+    if cmd.remark is None:
+        if cmd.ext_fields is None:  # most responses: a cached frame around the opaque
+            head, tail = _plain_json_header(cmd.code, cmd.flag, cmd.language, cmd.version)
+            return b"%s%d%s" % (head, cmd.opaque, tail)
+        # most requests (every send): cached text around the extFields and the opaque
+        head, mid, tail = _ext_json_header(cmd.code, cmd.flag, cmd.language, cmd.version)
+        return f"{head}{_json_object(cmd.ext_fields)}{mid}{cmd.opaque}{tail}".encode()
     return _json_header_text(cmd)
 
 

@@ -244,8 +244,8 @@ def test_fast_json_map_writer_matches_reference_escaper(d):
 @settings(max_examples=300, deadline=None)
 @given(commands(rocketmq=False), st.none() | st.sampled_from(LanguageCode))
 def test_cached_json_header_of_plain_commands_is_the_full_writer(cmd, language):
-    """Commands without extFields and remark (most responses) take a cached header around the
-    opaque; it must be the general writer's bytes."""
+    """Commands without a remark take a cached header (around the opaque; with extFields, around
+    them too: every send request); it must be the general writer's bytes."""
     plain = dataclasses.replace(cmd, ext_fields=None, remark=None, language=language)
     assert encode_json_header(plain) == _json_header_text(plain)
     assert encode_json_header(cmd) == _json_header_text(cmd)
