@@ -46,6 +46,11 @@ from rmqwire.model import MessageQueue
 
 #: Extra wait beyond a call's own timeout before the blocking caller gives up on the reactor.
 WAIT_SLACK = 5.0
+#: At most this many returned ``send_oneway`` calls wait for the reactor thread to write them
+#: (the core's ``max_inflight_oneway`` caps the writes after). The reactor encodes more slowly than
+#: callers queue: 65535 queued messages were seconds of backlog that starved heartbeats and
+#: timed out (measured at load 20 on 2 cores); 1024 is about 50 ms of the reactor's work.
+ONEWAY_HANDOFF_WINDOW = 1024
 #: Bound on start (no network) and shutdown (UNREGISTER_CLIENT calls, then closing connections).
 LIFECYCLE_TIMEOUT = 30.0
 
@@ -122,7 +127,8 @@ class Producer:
             self._reactor = reactor = _facade.ensure_reactor()
             self._core = _facade.call(self._build, reactor, timeout=LIFECYCLE_TIMEOUT)
             self._async_slots = threading.BoundedSemaphore(self._core.config.max_inflight_async)
-            self._oneway_slots = threading.BoundedSemaphore(self._core.config.max_inflight_oneway)
+            self._oneway_slots = threading.BoundedSemaphore(
+                min(self._core.config.max_inflight_oneway, ONEWAY_HANDOFF_WINDOW))
         _facade.call(self._core.start, timeout=LIFECYCLE_TIMEOUT)
 
     def _build(self, reactor: Any) -> _CoreProducer:
@@ -184,8 +190,9 @@ class Producer:
 
         As Java's ``invokeOneway`` (which returns after queueing the write): once the topic's
         route is known, a single message is validated here and queued for the reactor thread, and
-        the call returns; a failure after that is logged. At most ``max_inflight_oneway`` are
-        queued or being written; a caller beyond that waits up to ``send_msg_timeout``. A first
+        the call returns; a failure after that is logged. At most ``ONEWAY_HANDOFF_WINDOW`` (or
+        ``max_inflight_oneway`` when smaller) are queued or being written; a caller beyond that
+        waits up to ``send_msg_timeout``. A first
         send to a topic, a batch, a queue or a selector wait for the write, so a missing route
         raises here as in Java.
         """
