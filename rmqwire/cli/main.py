@@ -13,12 +13,19 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 import click
 
-from rmqwire.cli import base
-
 PROG = "rmqadmin"
+
+
+def _base() -> ModuleType:
+    """``rmqwire.cli.base``, imported on first use: it imports the Admin API and with it Twisted,
+    which must come after ``entry_point`` has hidden pyOpenSSL."""
+    from rmqwire.cli import base
+
+    return base
 
 #: mqadmin's listing order (MQAdminStartup.initCommand); commands rmqadmin adds come after.
 MQADMIN_ORDER = [
@@ -68,8 +75,8 @@ class RmqadminGroup(click.Group):
     """Commands looked up case-insensitively (and by alias), listed in mqadmin's order."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        name = base.LOOKUP.get(cmd_name.lower())
-        return base.REGISTRY.get(name) if name else None
+        name = _base().LOOKUP.get(cmd_name.lower())
+        return _base().REGISTRY.get(name) if name else None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return ordered_names()
@@ -83,13 +90,13 @@ class RmqadminGroup(click.Group):
 
 def ordered_names() -> list[str]:
     rank = {n: i for i, n in enumerate(MQADMIN_ORDER)}
-    return sorted(base.REGISTRY, key=lambda n: rank.get(n, len(rank)))
+    return sorted(_base().REGISTRY, key=lambda n: rank.get(n, len(rank)))
 
 
 def command_list() -> str:
     lines = [f"The most commonly used {PROG} commands are:"]
     for name in ordered_names():
-        lines.append(f"   {name:<35} {base.REGISTRY[name].help}")
+        lines.append(f"   {name:<35} {_base().REGISTRY[name].help}")
     lines.append("")
     lines.append(f"See '{PROG} help <command>' for more information on a specific command.")
     return "\n".join(lines) + "\n"
@@ -97,7 +104,7 @@ def command_list() -> str:
 
 def _group(name: str | None = None) -> RmqadminGroup:
     _load_commands(name)
-    return RmqadminGroup(name=PROG, commands=dict(base.REGISTRY))
+    return RmqadminGroup(name=PROG, commands=dict(_base().REGISTRY))
 
 
 def one_line(text: str) -> str:
@@ -140,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except base.CommandFailed as e:
+    except _base().CommandFailed as e:
         sys.stderr.write(f"{PROG} {_name(name)}: {one_line(str(e))}\n")
         return 1
     except Exception as e:  # never a traceback: one line saying what failed and why
@@ -150,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _name(given: str) -> str:
-    return base.LOOKUP.get(given.lower(), given)
+    return _base().LOOKUP.get(given.lower(), given)
 
 
 def describe(e: BaseException) -> str:
