@@ -137,26 +137,26 @@ class IndexFile:
         key_hash = index_key_hash(key)
         slot_at = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
         mm = self.mm
-        (prev,) = _I32.unpack_from(mm, slot_at)
+        prev = _I32.unpack_from(mm, slot_at)[0]
         if prev <= 0 or prev > count:
             prev = 0
+            self.hash_slot_count += 1
         begin = self.begin_timestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            # Java divides a long: truncation toward zero, then clamps
-            time_diff = int((store_timestamp - begin) / 1000) if store_timestamp >= begin else 0
-            time_diff = min(time_diff, _INT_MAX)
-        _ENTRY.pack_into(mm, self._entries_at + count * INDEX_SIZE, key_hash, phy_offset, time_diff, prev)
-        _I32.pack_into(mm, slot_at, count)
         if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
-        if prev == 0:
-            self.hash_slot_count += 1
+        if begin <= 0 or store_timestamp < begin:
+            time_diff = 0
+        else:
+            # Java divides a long: truncation toward zero (both are >= 0 here), then clamps
+            time_diff = min((store_timestamp - begin) // 1000, _INT_MAX)
+        _ENTRY.pack_into(mm, self._entries_at + count * INDEX_SIZE, key_hash, phy_offset, time_diff, prev)
+        _I32.pack_into(mm, slot_at, count)
         self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
+        # Java's IndexHeader setters write each field into the mapping as it changes: the header
+        # is current for a reader or after a crash at every put, so it is written here too.
         self._write_header()
         return True
 

@@ -68,6 +68,9 @@ class IndexService:
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._flushers: list[threading.Thread] = []
+        #: The file being filled, read without the lock by the dispatcher (two keys per record);
+        #: only ``_last_file`` sets it, and the lists' owners clear it.
+        self._current: IndexFile | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -104,6 +107,7 @@ class IndexService:
         self._join_flushers()
         with self._lock:
             files, self.files = self.files, []
+            self._current = None
         for f in files:
             try:
                 f.close()
@@ -115,6 +119,7 @@ class IndexService:
         self._join_flushers()
         with self._lock:
             files, self.files = self.files, []
+            self._current = None
         for f in files:
             f.close(flush=False)
 
@@ -122,6 +127,7 @@ class IndexService:
         self._join_flushers()
         with self._lock:
             files, self.files = self.files, []
+            self._current = None
         for f in files:
             f.destroy()
 
@@ -147,7 +153,9 @@ class IndexService:
     # -- building ----------------------------------------------------------------------------------
 
     def build_index(self, req: DispatchRequest) -> None:
-        f = self._last_file()
+        f = self._current
+        if f is None or f.is_write_full:
+            f = self._last_file()
         if f is None:
             return
         if req.commit_log_offset < f.end_phy_offset:  # indexed before a restart
@@ -180,6 +188,7 @@ class IndexService:
         with self._lock:
             last = self.files[-1] if self.files else None
             if last is not None and not last.is_write_full:
+                self._current = last
                 return last
             end_phy = last.end_phy_offset if last is not None else 0
             end_ts = last.end_timestamp if last is not None else 0
@@ -195,6 +204,7 @@ class IndexService:
                 log.error("cannot create an index file: %s", e)
                 return None
             self.files.append(f)
+            self._current = f
         if last is not None:
             t = threading.Thread(target=self._flush_full, args=(last,), name="FlushIndexFileThread", daemon=True)
             self._flushers = [x for x in self._flushers if x.is_alive()]

@@ -1127,6 +1127,7 @@ class DefaultMessageStore:
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGIC BODYCRC FLAG BODYLEN
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 _REC_HEAD = struct.Struct(">iiiiiqqiq")
 _PROPERTY_SEPARATOR = 0x02
 
@@ -1143,12 +1144,43 @@ def _host_bytes(host: tuple[str, int]) -> bytes:
     return packed + struct.pack(">i", int(port))
 
 
+#: The properties a stored batch record's dispatch needs (tags code, index keys); batches never go
+#: to SCHEDULE_TOPIC_XXXX, so DELAY is not among them.
+_DISPATCH_KEYS = tuple(
+    (k, b"\x02" + k.encode("ascii") + b"\x01", len(k) + 2)
+    for k in (PropertyKey.TAGS, PropertyKey.KEYS, PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+)
+
+
+def _dispatch_properties(props: bytes) -> dict[str, str]:
+    """TAGS, KEYS and UNIQ_KEY of a record's properties bytes, as ``decode_properties`` reads them
+    (the last segment with a non-empty value wins), without parsing every pair. Anything unusual
+    (non-ASCII text, an empty last value) takes the general parser and returns the full map."""
+    if not props.isascii():
+        return decode_properties(props.decode("utf-8", "replace"))
+    out: dict[str, str] = {}
+    framed = b"\x02" + props
+    for key, needle, skip in _DISPATCH_KEYS:
+        at = framed.rfind(needle)
+        if at < 0:
+            continue
+        at += skip
+        end = framed.find(b"\x02", at)
+        value = framed[at:] if end < 0 else framed[at:end]
+        if not value:  # an earlier segment may still count: let the general parser decide
+            return decode_properties(props.decode("ascii"))
+        out[key] = value.decode("ascii")
+    return out
+
+
 def encode_batch_records(batch: MessageExt, sys_flag: int) -> tuple[bytes, list[int], list[dict[str, str]]]:
     """Turn a SEND_BATCH_MESSAGE body into stored records (Java ``MessageExtEncoder.encode(batch)``).
 
     Each inner message keeps its raw properties bytes; the batch's properties string follows,
     after a separator when the inner ones do not end with one. Queue offset, physical offset and
-    store time are left 0 for the append to fill in. Raises ValueError on a malformed body.
+    store time are left 0 for the append to fill in. The returned maps hold what dispatch reads
+    (``_dispatch_properties``), not necessarily every property. Raises ValueError on a malformed
+    body.
     """
     body = batch.body or b""
     topic = batch.topic.encode("utf-8")
@@ -1161,8 +1193,14 @@ def encode_batch_records(batch: MessageExt, sys_flag: int) -> tuple[bytes, list[
     store = _host_bytes(batch.store_host)
     if bool(sys_flag & _BORN_V6) != (len(born) == 20) or bool(sys_flag & _STORE_V6) != (len(store) == 20):
         raise ValueError("host address family does not match sysFlag")
-    middle_tail = struct.pack(">iq", batch.reconsume_times, 0)  # batches carry no transaction offset
+    # Same for every record of the batch: hosts, store time (0: the append sets it), reconsume
+    # times, transaction offset (batches carry none). The body length closes this piece.
+    middle = born + b"\0" * 8 + store + struct.pack(">iq", batch.reconsume_times, 0)
+    fixed_size = _REC_HEAD.size + len(middle) + 4 + len(topic_field) + 2
+    queue_id, born_ts = batch.queue_id, batch.born_timestamp
+    pack_head, pack_i32, pack_i16 = _REC_HEAD.pack, _I32.pack, _I16.pack
     parts: list[bytes] = []
+    add = parts.append
     sizes: list[int] = []
     props_out: list[dict[str, str]] = []
     pos, n = 0, len(body)
@@ -1185,32 +1223,15 @@ def encode_batch_records(batch: MessageExt, sys_flag: int) -> tuple[bytes, list[
         props = inner_props + sep + batch_props
         if len(props) > MAX_PROPERTIES_LENGTH:
             raise CodecError(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_LENGTH}")
-        size = (
-            _REC_HEAD.size + len(born) + 8 + len(store) + 12 + 4 + body_len + len(topic_field) + 2 + len(props)
-        )
-        parts.append(
-            _REC_HEAD.pack(
-                size,
-                magic,
-                body_crc32(inner_body),
-                batch.queue_id,
-                flag,
-                0,
-                0,
-                sys_flag,
-                batch.born_timestamp,
-            )
-        )
-        parts.append(born)
-        parts.append(b"\0" * 8)  # store timestamp, set by the append
-        parts.append(store)
-        parts.append(middle_tail)
-        parts.append(struct.pack(">i", body_len))
-        parts.append(inner_body)
-        parts.append(topic_field)
-        parts.append(_I16.pack(len(props)))
-        parts.append(props)
+        size = fixed_size + body_len + len(props)
+        add(pack_head(size, magic, body_crc32(inner_body), queue_id, flag, 0, 0, sys_flag, born_ts))
+        add(middle)
+        add(pack_i32(body_len))
+        add(inner_body)
+        add(topic_field)
+        add(pack_i16(len(props)))
+        add(props)
         sizes.append(size)
-        props_out.append(decode_properties(props.decode("utf-8", "replace")))
+        props_out.append(_dispatch_properties(props))
         pos = end
     return b"".join(parts), sizes, props_out

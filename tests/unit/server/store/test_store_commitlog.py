@@ -20,6 +20,7 @@ from rmqwire.codec.message import (
     body_crc32,
     decode_message,
     decode_messages,
+    decode_properties,
     schema_decode_messages,
     schema_encode_message,
 )
@@ -335,4 +336,55 @@ def test_batch_records_equal_the_schema_encoding(store_factory, tmp_path_factory
             reconsume_times=2, body_crc=body_crc32(b),
         )
         assert store.select_one_message_by_offset(off) == schema_encode_message(expected)
+    store.shutdown()
+
+
+# Property strings as producers send them and as they arrive damaged: the dispatch keys among
+# others, repeated, with empty values, stray \x01, non-ASCII text, a missing final separator.
+_dispatch_segment = st.tuples(
+    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "XTAGS", "TAGSX", "a", ""]),
+    st.sampled_from(["", "\x01"]),
+    st.text(st.sampled_from("ab1 \x01\u00e9"), max_size=4),  # mostly ASCII: the fast path
+).map(lambda t: f"{t[0]}\x01{t[1]}{t[2]}")
+
+
+@settings(max_examples=300)
+@given(segments=st.lists(_dispatch_segment, max_size=6), closed=st.booleans())
+def test_batch_dispatch_properties_read_as_the_general_parser(segments, closed):
+    from rmqwire.server.store.message_store import _dispatch_properties
+
+    text = "\x02".join(segments) + ("\x02" if closed and segments else "")
+    raw = text.encode("utf-8")
+    full = decode_properties(text)
+    got = _dispatch_properties(raw)
+    for key in ("TAGS", "KEYS", "UNIQ_KEY"):
+        assert got.get(key) == full.get(key), (key, text)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    inner=st.lists(st.fixed_dictionaries({}, optional={"TAGS": _prop_text, "KEYS": _prop_text,
+                                                      "UNIQ_KEY": _prop_text, "ia": _prop_text}),
+                   min_size=1, max_size=6),
+    batch_props=st.fixed_dictionaries({}, optional={"UNIQ_KEY": _prop_text, "KEYS": _prop_text, "WAIT": _prop_text}),
+)
+def test_batch_dispatch_equals_the_single_message_path(store_factory, tmp_path_factory, inner, batch_props):
+    """Tags code, keys and uniq key of each batch record, as dispatch sees them, are those of the
+    record decoded by the schema of record (Construct) and run through the general rules."""
+    from rmqwire.codec.message import Message, encode_batch
+
+    store = store_factory(small_config(tmp_path_factory.mktemp("d") / "store"))
+    seen = []
+    store.add_dispatcher(seen.append)
+    batch = MessageExt(topic="BatchTopic", body=encode_batch([Message("BatchTopic", b"b", 0, p) for p in inner]),
+                       properties=batch_props, queue_id=1, born_host=BORN_HOST, store_host=STORE_HOST)
+    r = store.put_messages(batch)
+    assert r.is_ok, r
+    assert len(seen) == len(inner)
+    for req in seen:
+        (stored,) = schema_decode_messages(store.select_one_message_by_offset(req.commit_log_offset))
+        props = stored.properties
+        assert req.tags_code == tags_code_of("BatchTopic", props, req.store_timestamp, {})
+        assert req.keys == props.get("KEYS", "")
+        assert req.uniq_key == props.get("UNIQ_KEY")
     store.shutdown()
