@@ -22,7 +22,7 @@ from pathlib import Path
 from rmqwire.codec.java import java_string_hash
 from rmqwire.server.store.mapped_file import MappedFile
 
-__all__ = ["INDEX_HEADER_SIZE", "IndexFile", "index_key_hash"]
+__all__ = ["INDEX_HEADER_SIZE", "IndexFile", "PrefixedKeyHash", "index_key_hash"]
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -42,15 +42,45 @@ _HASH_POWERS_MAX = 256
 _HASH_POWERS = tuple(pow(31, k, 1 << 32) for k in reversed(range(_HASH_POWERS_MAX)))
 
 
-def index_key_hash(key: str) -> int:
-    """``abs(key.hashCode())``, 0 for Integer.MIN_VALUE (whose abs overflows)."""
+#: 31**k mod 2**32, lowest power first: joins a prefix's hash to the rest's.
+_POW31 = tuple(pow(31, k, 1 << 32) for k in range(_HASH_POWERS_MAX + 1))
+
+
+def _fold(h: int) -> int:
+    """A 32-bit hash as ``abs`` of Java's int, 0 for Integer.MIN_VALUE (whose abs overflows)."""
+    h &= 0xFFFFFFFF
+    return 0 if h == 0x80000000 else (0x100000000 - h if h & 0x80000000 else h)
+
+
+def _raw_hash(key: str) -> int:
+    """Java's ``String.hashCode`` as an unsigned 32-bit value."""
     n = len(key)
     if n <= _HASH_POWERS_MAX and key.isascii():  # the common case, without the UTF-16 round trip
-        h = sum(map(operator.mul, key.encode("ascii"), _HASH_POWERS[_HASH_POWERS_MAX - n :])) & 0xFFFFFFFF
-        h = h - 0x100000000 if h & 0x80000000 else h
-    else:
-        h = java_string_hash(key)
-    return 0 if h == -(2**31) else abs(h)
+        return sum(map(operator.mul, key.encode("ascii"), _HASH_POWERS[_HASH_POWERS_MAX - n :])) & 0xFFFFFFFF
+    return java_string_hash(key) & 0xFFFFFFFF
+
+
+def index_key_hash(key: str) -> int:
+    """``abs(key.hashCode())``, 0 for Integer.MIN_VALUE (whose abs overflows)."""
+    return _fold(_raw_hash(key))
+
+
+class PrefixedKeyHash:
+    """``index_key_hash(prefix + key)`` for one prefix (``topic#``) and many keys: the prefix is
+    hashed once, as ``hash(a + b) = hash(a) * 31**len(b) + hash(b)`` (mod 2**32, ``len`` in UTF-16
+    units, so non-ASCII keys take the whole string)."""
+
+    __slots__ = ("prefix", "_prefix_hash")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._prefix_hash = _raw_hash(prefix)
+
+    def __call__(self, key: str) -> int:
+        n = len(key)
+        if n <= _HASH_POWERS_MAX and key.isascii():
+            return _fold(self._prefix_hash * _POW31[n] + _raw_hash(key))
+        return index_key_hash(self.prefix + key)
 
 
 def file_size_of(hash_slot_num: int, index_num: int) -> int:
@@ -131,10 +161,13 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add ``key`` -> ``phy_offset``; False when the file is full."""
+        return self.put_hash(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """``put_key`` for a key whose ``index_key_hash`` is known."""
         count = self.index_count
         if count >= self.index_num:
             return False
-        key_hash = index_key_hash(key)
         slot_at = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
         mm = self.mm
         prev = _I32.unpack_from(mm, slot_at)[0]

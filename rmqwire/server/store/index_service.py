@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rmqwire.server.store.checkpoint import StoreCheckpoint
 from rmqwire.server.store.config import MessageStoreConfig
-from rmqwire.server.store.index_file import IndexFile, file_size_of
+from rmqwire.server.store.index_file import IndexFile, PrefixedKeyHash, file_size_of
 from rmqwire.server.store.mapped_file import StoreLoadError
 from rmqwire.server.store.results import DispatchRequest
 
@@ -71,6 +71,7 @@ class IndexService:
         #: The file being filled, read without the lock by the dispatcher (two keys per record);
         #: only ``_last_file`` sets it, and the lists' owners clear it.
         self._current: IndexFile | None = None
+        self._key_hash: tuple[str, PrefixedKeyHash] = ("", PrefixedKeyHash("#"))  # the last topic's
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -162,20 +163,23 @@ class IndexService:
             return
         if req.sys_flag & _TRAN_MASK == _TRAN_ROLLBACK:
             return
-        topic = req.topic
+        topic, key_hash = self._key_hash
+        if topic != req.topic:  # a batch's records share one: its "topic#" is hashed once
+            key_hash = PrefixedKeyHash(build_key(req.topic, ""))
+            self._key_hash = (req.topic, key_hash)
         if req.uniq_key is not None:
-            f = self._put_key(f, build_key(topic, req.uniq_key), req)
+            f = self._put_hash(f, key_hash(req.uniq_key), req)
             if f is None:
                 return
         if req.keys:
             for key in req.keys.split(" "):
                 if key:
-                    f = self._put_key(f, build_key(topic, key), req)
+                    f = self._put_hash(f, key_hash(key), req)
                     if f is None:
                         return
 
-    def _put_key(self, f: IndexFile, key: str, req: DispatchRequest) -> IndexFile | None:
-        while not f.put_key(key, req.commit_log_offset, req.store_timestamp):
+    def _put_hash(self, f: IndexFile, key_hash: int, req: DispatchRequest) -> IndexFile | None:
+        while not f.put_hash(key_hash, req.commit_log_offset, req.store_timestamp):
             log.warning("index file %s is full, starting another", f.file_name)
             nxt = self._last_file()
             if nxt is None or nxt is f:

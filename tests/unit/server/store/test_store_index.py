@@ -232,3 +232,11 @@ def test_config_names_and_limits() -> None:
     assert MessageStoreConfig().max_msgs_num_batch == 64
     with pytest.raises(ValueError):
         MessageStoreConfig.from_properties({"maxIndexNum": "200000000"})
+
+
+@settings(max_examples=300)
+@given(topic=st.text(max_size=20), key=st.one_of(st.text(max_size=300), st.text(st.characters(max_codepoint=0x7F), max_size=300)))
+def test_prefixed_key_hash_is_the_hash_of_the_joined_key(topic, key):
+    from rmqwire.server.store.index_file import PrefixedKeyHash
+
+    assert PrefixedKeyHash(topic + "#")(key) == index_key_hash(topic + "#" + key)
