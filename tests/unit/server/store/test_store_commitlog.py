@@ -20,7 +20,6 @@ from rmqwire.codec.message import (
     body_crc32,
     decode_message,
     decode_messages,
-    decode_properties,
     schema_decode_messages,
     schema_encode_message,
 )
@@ -337,28 +336,6 @@ def test_batch_records_equal_the_schema_encoding(store_factory, tmp_path_factory
         )
         assert store.select_one_message_by_offset(off) == schema_encode_message(expected)
     store.shutdown()
-
-
-# Property strings as producers send them and as they arrive damaged: the dispatch keys among
-# others, repeated, with empty values, stray \x01, non-ASCII text, a missing final separator.
-_dispatch_segment = st.tuples(
-    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "XTAGS", "TAGSX", "a", ""]),
-    st.sampled_from(["", "\x01"]),
-    st.text(st.sampled_from("ab1 \x01\u00e9"), max_size=4),  # mostly ASCII: the fast path
-).map(lambda t: f"{t[0]}\x01{t[1]}{t[2]}")
-
-
-@settings(max_examples=300)
-@given(segments=st.lists(_dispatch_segment, max_size=6), closed=st.booleans())
-def test_batch_dispatch_properties_read_as_the_general_parser(segments, closed):
-    from rmqwire.server.store.message_store import _dispatch_properties
-
-    text = "\x02".join(segments) + ("\x02" if closed and segments else "")
-    raw = text.encode("utf-8")
-    full = decode_properties(text)
-    got = _dispatch_properties(raw)
-    for key in ("TAGS", "KEYS", "UNIQ_KEY"):
-        assert got.get(key) == full.get(key), (key, text)
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
