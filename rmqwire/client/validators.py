@@ -112,13 +112,22 @@ def check_message(msg: Message | None, max_message_size: int) -> None:
         raise _illegal("the message is null")
     check_topic(msg.topic)
     check_not_allowed_send_topic(msg.topic)
-    if msg.body is None:
+    check_message_body(msg, max_message_size)
+
+
+def check_message_body(msg: Message, max_message_size: int) -> None:
+    """The part of ``check_message`` after the topic: body present, non-empty, size, LMQ names.
+
+    A batch checks its one topic once and only this per message.
+    """
+    body = msg.body
+    if body is None:
         raise _illegal("the message body is null")
-    if not isinstance(msg.body, (bytes, bytearray, memoryview)):
-        raise MQClientError(f"the message body must be bytes, not {type(msg.body).__name__}")
-    if len(msg.body) == 0:
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise MQClientError(f"the message body must be bytes, not {type(body).__name__}")
+    if len(body) == 0:
         raise _illegal("the message body length is zero")
-    if len(msg.body) > max_message_size:
+    if len(body) > max_message_size:
         raise _illegal(f"the message body size over max value, MAX: {max_message_size}")
     lmq = msg.properties.get("INNER_MULTI_DISPATCH")
     if lmq and "/" in lmq:

@@ -59,7 +59,10 @@ from rmqwire.client.producer.selector import (
 from rmqwire.client.route import TopicPublishInfo
 from rmqwire.client.validators import (
     check_message,
+    check_message_body,
+    check_not_allowed_send_topic,
     check_producer_group,
+    check_topic,
 )
 from rmqwire.codec.codes import ResponseCode
 from rmqwire.codec.commands import Response
@@ -543,6 +546,8 @@ class Producer:
         if not msgs:
             raise MQClientError("Failed to initiate the MessageBatch: the batch is empty")
         first = msgs[0]
+        topic = first.topic
+        wait = first.wait_store_msg_ok
         for m in msgs:
             if not isinstance(m, CodecMessage):
                 raise MQClientError(f"Failed to initiate the MessageBatch: {type(m).__name__} is not a Message")
@@ -552,22 +557,29 @@ class Producer:
             if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 raise MQClientError("Failed to initiate the MessageBatch: Retry Group is not "
                                     "supported for batching")
-            if m.topic != first.topic:
+            if m.topic != topic:
                 raise MQClientError("Failed to initiate the MessageBatch: The topic of the "
                                     "messages in one batch should be the same")
-            if m.wait_store_msg_ok != first.wait_store_msg_ok:
+            if m.wait_store_msg_ok != wait:
                 raise MQClientError("Failed to initiate the MessageBatch: The waitStoreMsgOK of "
                                     "the messages in one batch should the same")
-        instance = self._instance()
+        # Java checks every message (topic first) and then tags it; every topic equals the first
+        # here, so the first's topic check stands for all and only the bodies are checked per message
+        max_size = self.config.max_message_size
+        check_topic(topic)
+        check_not_allowed_send_topic(topic)
+        next_id = self._instance().unique_ids.next_id
+        namespaced = with_namespace(self._namespace, topic) if self._namespace else None
         for m in msgs:
-            check_message(m, self.config.max_message_size)
-            if PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m.properties:
-                m.properties[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = instance.unique_ids.next_id()
-            if self._namespace:
-                m.topic = with_namespace(self._namespace, m.topic)
+            check_message_body(m, max_size)
+            props = m.properties
+            if PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+                props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = next_id()
+            if namespaced is not None:
+                m.topic = namespaced
         props = {
-            PropertyKey.WAIT_STORE_MSG_OK: "true" if first.wait_store_msg_ok else "false",
-            PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: instance.unique_ids.next_id(),
+            PropertyKey.WAIT_STORE_MSG_OK: "true" if wait else "false",
+            PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: next_id(),
         }
         return _Batch(first.topic, encode_batch(msgs), props, msgs)
 

@@ -145,6 +145,42 @@ def test_bad_batches_send_nothing(msgs: list[Message], text: str) -> None:
     assert text in str(err) and all_sends(w) == []
 
 
+@pytest.mark.parametrize("topic,text", [
+    ("T?", "contains illegal characters"),
+    ("SCHEDULE_TOPIC_XXXX", "is forbidden"),
+])
+def test_batch_topic_is_checked_once_before_any_body(topic: str, text: str) -> None:
+    # Java checks message 0's topic before any body: the topic error wins over an empty body later
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    msgs = [Message(topic, b"a"), Message(topic, b"")]
+    err = fail(w, p.send(msgs), MQClientError)
+    assert text in str(err) and all_sends(w) == []
+    assert [m.unique_key for m in msgs] == [None, None]
+
+
+def test_batch_messages_before_a_bad_body_get_their_id_as_in_java() -> None:
+    # DefaultMQProducer.batch checks and tags each message in turn: the ones before the bad body
+    # keep their UNIQ_KEY, the rest get none
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    msgs = [Message("T", b"a"), Message("T", b""), Message("T", b"c")]
+    err = fail(w, p.send(msgs), MQClientError)
+    assert "body length is zero" in str(err) and all_sends(w) == []
+    assert msgs[0].unique_key is not None and [msgs[1].unique_key, msgs[2].unique_key] == [None, None]
+
+
+def test_batch_structure_errors_come_before_body_errors() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    msgs = [Message("T", b""), Message("U", b"b")]
+    err = fail(w, p.send(msgs), MQClientError)
+    assert "should be the same" in str(err) and all(m.unique_key is None for m in msgs)
+
+
 def test_batch_over_max_message_size_is_refused() -> None:
     w = World()
     w.add_topic("T")
