@@ -579,6 +579,14 @@ class ClientInstance(Service):
                                   version=self.remoting.config.version)
         return self.remoting.invoke_oneway(addr, dataclasses.replace(request, remark=remark))
 
+    def open_broker_channel(self, addr: str) -> Any | None:
+        """The open connection to ``addr`` that ``broker_call`` would use without setting anything
+        up (connecting, the heartbeat of a new connection); None when it would."""
+        entry = self._gates.get(addr)
+        if entry is None or not entry[0].is_open:
+            return None
+        return self.remoting.open_channel(addr)
+
     def when_writable(self, addr: str) -> Deferred[None]:
         """Fires once the connection to ``addr`` may take more writes (at once if it may)."""
         entry = self._gates.get(addr)

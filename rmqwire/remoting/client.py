@@ -165,6 +165,13 @@ class RemotingClient(Service):
         pending.waiters.append(waiter)
         return waiter
 
+    def open_channel(self, addr: str) -> RemotingProtocol | None:
+        """The open channel to ``addr`` if there is one and the client takes calls, else None."""
+        if self._closed:
+            return None
+        proto = self._channels.get(addr)
+        return proto if proto is not None and proto.is_open else None
+
     def call(
         self,
         addr: str,

@@ -76,6 +76,7 @@ from rmqwire.codec.commands.send import (
     SendReplyMessageV2,
 )
 from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
+from rmqwire.codec.frame import RemotingCommand
 from rmqwire.codec.message import (
     CompressionType,
     MessageExt,
@@ -518,12 +519,53 @@ class Producer:
             elif selector is not None:
                 d = self._send_select(msg, mode, selector, arg, begin, timeout_ms)
             else:
-                d = _DefaultSend(self, msg, mode, begin, timeout_ms).start()
+                d = self._send_default(msg, mode, begin, timeout_ms)
         except Exception:
             d = defer.fail()
         if self.metrics is not None:
             d.addBoth(self._metered, msg, begin)
         return d
+
+    def _send_default(
+        self, msg: CodecMessage, mode: CommunicationMode, begin: int, timeout_ms: int
+    ) -> Deferred[Any]:
+        """Java ``sendDefaultImpl``. Its common case (the route cached, the broker's connection
+        open, no latency fault strategy) is the first attempt written straight on the connection
+        with one Deferred (``_FirstAttempt``); a failure of it, and every other case, goes on in
+        the general retry loop (``_DefaultSend``), which then behaves as if it made that attempt."""
+        info = self.publish_info.get(msg.topic)
+        if (info is None or not info.message_queues or mode is CommunicationMode.ONEWAY
+                or self.fault_strategy.send_latency_fault_enable):
+            return _DefaultSend(self, msg, mode, begin, timeout_ms).start()
+        mq = info.select_one()  # MQFaultStrategy's first pick without the latency strategy
+        assert mq is not None
+        instance = self._instance()
+        addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
+        if addr is not None and self.client_config.vip_channel_enabled:
+            addr = _vip_address(addr)
+        channel = instance.open_broker_channel(addr) if addr is not None else None
+        now = self._now_ms()
+        cur = timeout_ms - (now - begin)
+        if channel is None or cur <= 0:
+            return _DefaultSend(self, msg, mode, begin, timeout_ms, info, mq).start()
+        attempt = _FirstAttempt(self, msg, mode, info, mq, addr, begin, timeout_ms, now)
+        cap = self.config.send_msg_max_timeout_per_request
+        if (mode is CommunicationMode.SYNC and cap > -1 and self.config.retry_times_when_send_failed > 0
+                and cur > cap):
+            cur = cap
+        attempt.cur = cur
+        try:
+            command, header, body = attempt.command, attempt.header, attempt.body = self._send_request(
+                msg, mq, now, instance)
+            rc = instance.remoting.config
+            request = command.request(header, body, language=rc.language, version=rc.version)
+        except Exception:
+            # as a failed send_kernel: the sync loop judges it, an async send fails with it
+            if mode is CommunicationMode.SYNC:
+                return defer.fail().addErrback(attempt.failed)
+            return defer.fail()
+        d = channel.invoke(request, (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000)
+        return d.addCallbacks(attempt.answered, attempt.failed)
 
     def _metered(self, result: Any, msg: CodecMessage, begin: int) -> Any:
         assert self.metrics is not None
@@ -694,20 +736,41 @@ class Producer:
             if addr is None:
                 return defer.fail(MQClientError(f"The broker[{broker_name}] not exist"))
         if self.client_config.vip_channel_enabled:
-            host, _, port = addr.rpartition(":")
-            addr = f"{host}:{int(port) - 2}"
+            addr = _vip_address(addr)
+        command, header, body = self._send_request(msg, mq, now, instance)
+        if timeout_ms < 0:
+            return defer.fail(RemotingTimeoutError("sendKernelImpl call timeout"))
+        remaining = timeout_ms / 1000
+        if mode is CommunicationMode.ONEWAY:
+            d = instance.when_writable(addr)
+            if d.called:
+                return instance.broker_oneway(addr, command, header, body=body)
+            d = _bounded(self.reactor, d, remaining, "oneway send: connection stays full")
+            return d.addCallback(lambda _: instance.broker_oneway(addr, command, header, body=body))
+        if mode is CommunicationMode.ASYNC:
+            return _AsyncSend(self, msg, info, addr, broker_name, command, header, body,
+                              timeout_ms, now).start()
+        d = instance.broker_call(addr, command, header, body=body, timeout=remaining)
+        return d.addCallback(self.process_send_response, msg, broker_name, addr)
+
+    def _send_request(
+        self, msg: CodecMessage, mq: MessageQueue, now: int, instance: ClientInstance
+    ) -> tuple[Any, Any, bytes]:
+        """Java ``sendKernelImpl``'s request: (command, header, body) of one attempt; sets the
+        message's UNIQ_KEY (and the namespace's INSTANCE_ID) on the first attempt."""
         props = msg.properties
         batch = isinstance(msg, _Batch)
         if not batch and PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
             props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = instance.unique_ids.next_id()
         if self._namespace:
             props[PropertyKey.INSTANCE_ID] = self._namespace
+        config = self.config
         sys_flag = 0
         body = msg.body
-        if not batch and len(body) >= self.config.compress_msg_body_over_howmuch:
+        if not batch and len(body) >= config.compress_msg_body_over_howmuch:
             try:
-                body = compress(body, self.config.compress_type, self.config.compress_level)
-                sys_flag = int(MessageSysFlag.COMPRESSED) | self.config.compress_type.flag
+                body = compress(body, config.compress_type, config.compress_level)
+                sys_flag = int(MessageSysFlag.COMPRESSED) | config.compress_type.flag
             except Exception as e:  # Java logs and sends uncompressed
                 self.log.error("tryToCompressMessage exception: {e}", e=e)
                 body = msg.body
@@ -726,40 +789,27 @@ class Producer:
                 max_reconsume_times = int(mrt)
         reply = props.get(PropertyKey.MESSAGE_TYPE) == REPLY_MESSAGE_FLAG
         header: Any
-        if self.config.send_smart_msg or batch:
+        if config.send_smart_msg or batch:
             header = SendMessageRequestHeaderV2(
-                a=self.namespaced_group, b=msg.topic, c=self.config.create_topic_key,
-                d=self.config.default_topic_queue_nums, e=mq.queue_id, f=sys_flag,
+                a=self.namespaced_group, b=msg.topic, c=config.create_topic_key,
+                d=config.default_topic_queue_nums, e=mq.queue_id, f=sys_flag,
                 g=now,
                 h=msg.flag, i=properties, j=reconsume_times, k=self.client_config.unit_mode,
-                l=max_reconsume_times, m=batch, n=broker_name,
+                l=max_reconsume_times, m=batch, n=mq.broker_name,
             )
             command: Any = SendReplyMessageV2 if reply else (SendBatchMessage if batch else SendMessageV2)
         else:
             header = SendMessageRequestHeader(
                 producer_group=self.namespaced_group, topic=msg.topic,
-                default_topic=self.config.create_topic_key,
-                default_topic_queue_nums=self.config.default_topic_queue_nums,
+                default_topic=config.create_topic_key,
+                default_topic_queue_nums=config.default_topic_queue_nums,
                 queue_id=mq.queue_id, sys_flag=sys_flag, born_timestamp=now, flag=msg.flag,
                 properties=properties, reconsume_times=reconsume_times,
                 unit_mode=self.client_config.unit_mode, batch=batch,
-                max_reconsume_times=max_reconsume_times, bname=broker_name,
+                max_reconsume_times=max_reconsume_times, bname=mq.broker_name,
             )
             command = SendReplyMessage if reply else SendMessage
-        if timeout_ms < 0:
-            return defer.fail(RemotingTimeoutError("sendKernelImpl call timeout"))
-        remaining = timeout_ms / 1000
-        if mode is CommunicationMode.ONEWAY:
-            d = instance.when_writable(addr)
-            if d.called:
-                return instance.broker_oneway(addr, command, header, body=body)
-            d = _bounded(self.reactor, d, remaining, "oneway send: connection stays full")
-            return d.addCallback(lambda _: instance.broker_oneway(addr, command, header, body=body))
-        if mode is CommunicationMode.ASYNC:
-            return _AsyncSend(self, msg, info, addr, broker_name, command, header, body,
-                              timeout_ms, now).start()
-        d = instance.broker_call(addr, command, header, body=body, timeout=remaining)
-        return d.addCallback(self.process_send_response, msg, broker_name, addr)
+        return command, header, body
 
     def process_send_response(
         self, response: Response[Any, Any], msg: CodecMessage, broker_name: str, addr: str
@@ -794,17 +844,20 @@ class _DefaultSend:
     """One run of Java's ``sendDefaultImpl`` retry loop."""
 
     __slots__ = ("p", "msg", "mode", "begin", "timeout", "info", "mq", "times", "times_total",
-                 "brokers_sent", "exception", "send_result", "call_timeout", "prev")
+                 "brokers_sent", "exception", "send_result", "call_timeout", "prev", "first")
 
     def __init__(self, p: Producer, msg: CodecMessage, mode: CommunicationMode, begin: int,
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, info: TopicPublishInfo | None = None,
+                 first: MessageQueue | None = None) -> None:
         self.p = p
         self.msg = msg
         self.mode = mode
         self.begin = begin
         self.timeout = timeout_ms
-        self.info: TopicPublishInfo | None = None
+        self.info = info
         self.mq: MessageQueue | None = None
+        #: the first attempt's queue when already picked (by _send_default)
+        self.first = first
         self.times = 0
         self.times_total = 1 + p.config.retry_times_when_send_failed if mode is CommunicationMode.SYNC else 1
         self.brokers_sent: list[str] = []
@@ -814,7 +867,7 @@ class _DefaultSend:
         self.prev = begin
 
     def start(self) -> Deferred[Any]:
-        info = self.p.publish_info.get(self.msg.topic)
+        info = self.info or self.p.publish_info.get(self.msg.topic)
         if info is not None and info.ok():
             return self._with_info(info)
         return self.p.find_publish_info(self.msg.topic).addCallback(self._with_info)
@@ -830,7 +883,11 @@ class _DefaultSend:
         assert self.info is not None
         while self.times < self.times_total:
             last = self.mq.broker_name if self.mq is not None else None
-            mq = p.fault_strategy.select_one_message_queue(self.info, last, self.times > 0)
+            mq = self.first
+            if mq is not None:
+                self.first = None
+            else:
+                mq = p.fault_strategy.select_one_message_queue(self.info, last, self.times > 0)
             if mq is None:
                 break
             self.mq = mq
@@ -913,6 +970,63 @@ class _DefaultSend:
         raise MQClientError(info, response_code=code) from exc
 
 
+class _FirstAttempt:
+    """The first attempt of ``_send_default``'s common case: the response straight to the
+    SendResult; a failure handed to the general path as the outcome of its own first attempt."""
+
+    __slots__ = ("p", "msg", "mode", "info", "mq", "addr", "begin", "timeout", "now", "cur",
+                 "command", "header", "body")
+
+    def __init__(self, p: Producer, msg: CodecMessage, mode: CommunicationMode,
+                 info: TopicPublishInfo, mq: MessageQueue, addr: str, begin: int, timeout_ms: int,
+                 now: int) -> None:
+        self.p = p
+        self.msg = msg
+        self.mode = mode
+        self.info = info
+        self.mq = mq
+        self.addr = addr
+        self.begin = begin
+        self.timeout = timeout_ms
+        self.now = now
+        self.cur = timeout_ms
+        self.command: Any = None
+        self.header: Any = None
+        self.body = b""
+
+    def answered(self, response: RemotingCommand) -> Any:
+        p = self.p
+        if self.mode is CommunicationMode.SYNC:
+            try:
+                result = p.process_send_response(
+                    self.command.parse_response(response), self.msg, self.mq.broker_name, self.addr)
+            except Exception:
+                return self.failed(Failure())
+            if result.status is not SendStatus.SEND_OK and p.config.retry_another_broker_when_not_store_ok:
+                return self._loop()._sent(result)
+            return result
+        try:
+            typed = self.command.parse_response(response)
+        except Exception:
+            return self.failed(Failure())
+        return p.process_send_response(typed, self.msg, self.mq.broker_name, self.addr)
+
+    def failed(self, failure: Failure) -> Any:
+        if self.mode is CommunicationMode.SYNC:
+            return self._loop()._failed(failure)
+        retry = _AsyncSend(self.p, self.msg, self.info, self.addr, self.mq.broker_name, self.command,
+                           self.header, self.body, self.cur, self.now)
+        return retry._transport_failed(failure)
+
+    def _loop(self) -> _DefaultSend:
+        """The retry loop as it stands after this attempt."""
+        loop = _DefaultSend(self.p, self.msg, self.mode, self.begin, self.timeout, self.info)
+        loop.mq = self.mq
+        loop.brokers_sent.append(self.mq.broker_name)
+        loop.prev = self.now
+        return loop
+
+
 class _AsyncSend:
     """Java ``sendMessageAsync`` + ``onExceptionImpl``: transport failures retried."""
 
@@ -978,6 +1092,11 @@ class _AsyncSend:
         self.timeout = remaining
         self.begin = p._now_ms()
         return self._call()
+
+
+def _vip_address(addr: str) -> str:
+    host, _, port = addr.rpartition(":")
+    return f"{host}:{int(port) - 2}"
 
 
 def _retarget(header: Any, mq: MessageQueue) -> Any:

@@ -27,12 +27,25 @@ from rmqwire.model import MessageQueue
 _t = SynchronousTestCase()
 
 
-def started(w: World, group: str = "pg", **options: Any) -> Producer:
+def started(w: World, group: str = "pg", *, warm: bool = False, **options: Any) -> Producer:
+    """A started producer; ``warm``: the topic T's route cached and every broker connected first,
+    so sends take the first-attempt fast path (``Producer._send_default``), forgotten after."""
     options.setdefault("client_ip", "10.0.0.1")
     p = Producer(w.reactor, group, namesrv_addr=w.namesrv_addr, **options)
     d = p.start()
     w.run()
     _t.successResultOf(d)
+    if warm:
+        for _ in range(8 * len(w.brokers)):
+            send(w, p.send(Message("T", b"warm")))
+            if all(b.sends for b in w.brokers.values()):
+                break
+        assert all(b.sends for b in w.brokers.values())
+        for addr in (b.addr for b in w.brokers.values()):
+            assert p.instance.open_broker_channel(addr) is not None
+        w.sends.clear()
+        for b in w.brokers.values():
+            b.sends.clear()
     return p
 
 
@@ -291,10 +304,11 @@ def test_no_name_server() -> None:
 # ---- retries and errors ------------------------------------------------------------------------
 
 
-def test_retriable_code_retries_on_another_broker() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_retriable_code_retries_on_another_broker(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w)
+    p = started(w, warm=warm)
     for b in w.brokers.values():
         b.fail_next = [2]  # SYSTEM_BUSY once each
     r = send(w, p.send(Message("T", b"x")))
@@ -304,28 +318,31 @@ def test_retriable_code_retries_on_another_broker() -> None:
     assert len({decode_properties(s.header.i)["UNIQ_KEY"] for s in w.sends}) == 1
 
 
-def test_non_retriable_code_raises_at_once() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_non_retriable_code_raises_at_once(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w)
+    p = started(w, warm=warm)
     for b in w.brokers.values():
         b.fail_next = [13]
     err = fail(w, p.send(Message("T", b"x")), MessageIllegalError)
     assert err.code == 13 and len(all_sends(w)) == 1
 
 
-def test_flush_statuses_are_results() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_flush_statuses_are_results(warm: bool) -> None:
     w = World()
     w.add_topic("T")
-    p = started(w)
+    p = started(w, warm=warm)
     w.brokers["broker-a"].fail_next = [10]
     assert send(w, p.send(Message("T", b"x"))).status is SendStatus.FLUSH_DISK_TIMEOUT
 
 
-def test_retry_another_broker_when_not_store_ok() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_retry_another_broker_when_not_store_ok(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w, retry_another_broker_when_not_store_ok=True)
+    p = started(w, retry_another_broker_when_not_store_ok=True, warm=warm)
     for b in w.brokers.values():
         b.fail_next = [12]
     r = send(w, p.send(Message("T", b"x")))  # not stored OK twice, then OK on the third try
@@ -336,10 +353,11 @@ def test_retry_another_broker_when_not_store_ok() -> None:
     assert len(w.sends) == 6 and r.status is SendStatus.FLUSH_SLAVE_TIMEOUT
 
 
-def test_every_attempt_failing_gives_java_message_and_the_last_cause() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_every_attempt_failing_gives_java_message_and_the_last_cause(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w)
+    p = started(w, warm=warm)
     for b in w.brokers.values():
         b.fail_next = [17, 17, 17]
     err = fail(w, p.send(Message("T", b"x")), MQClientError)
@@ -350,10 +368,11 @@ def test_every_attempt_failing_gives_java_message_and_the_last_cause() -> None:
     assert len(sent_to) == 3 and sent_to[0] != sent_to[1] and sent_to[1] != sent_to[2]
 
 
-def test_timeout_budget_spans_attempts() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_timeout_budget_spans_attempts(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w, send_msg_timeout=3000)
+    p = started(w, send_msg_timeout=3000, warm=warm)
     for b in w.brokers.values():
         b.hold = True
     d = p.send(Message("T", b"x"))
@@ -364,10 +383,11 @@ def test_timeout_budget_spans_attempts() -> None:
     assert "sendDefaultImpl call timeout" in str(err) and len(all_sends(w)) == 1
 
 
-def test_per_request_cap_leaves_budget_for_retries() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_per_request_cap_leaves_budget_for_retries(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w, send_msg_timeout=3000, send_msg_max_timeout_per_request=1000)
+    p = started(w, send_msg_timeout=3000, send_msg_max_timeout_per_request=1000, warm=warm)
     for b in w.brokers.values():
         b.hold = True
     d = p.send(Message("T", b"x"))
@@ -379,10 +399,11 @@ def test_per_request_cap_leaves_budget_for_retries() -> None:
     assert len(all_sends(w)) == 3
 
 
-def test_broker_down_retries_elsewhere_and_reports_connect_errors() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_broker_down_retries_elsewhere_and_reports_connect_errors(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w)
+    p = started(w, warm=warm)
     w.stop_broker("broker-a")
     for _ in range(6):
         r = send(w, p.send(Message("T", b"x")))
@@ -437,19 +458,21 @@ def test_producers_of_one_client_id_share_the_instance() -> None:
 # ---- async -------------------------------------------------------------------------------------
 
 
-def test_async_retries_transport_failures_on_another_broker() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_async_retries_transport_failures_on_another_broker(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w)
+    p = started(w, warm=warm)
     w.stop_broker("broker-a")
     results = [send(w, p.send_async(Message("T", b"x"))) for _ in range(6)]
     assert {r.message_queue.broker_name for r in results} == {"broker-b"}
 
 
-def test_async_does_not_retry_broker_errors() -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_async_does_not_retry_broker_errors(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w)
+    p = started(w, warm=warm)
     for b in w.brokers.values():
         b.fail_next = [2]
     fail(w, p.send_async(Message("T", b"x")), Exception)
