@@ -257,7 +257,7 @@ class Broker(Service):
             self.topic_config_manager.load()
             self.subscription_group_manager.load()
             self.consumer_offset_manager.load()
-            store.add_arrival_listener(self.pull_hold_service.on_arrival)
+            store.add_arrival_listener(self.pull_hold_service.on_arrival, self.pull_hold_service.on_arrival_batch)
             store.start()
             self.schedule_message_service.load()
             if self.timer_message_store is not None:

@@ -19,7 +19,7 @@ from typing import Any
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
-from rmqwire.server.store import DispatchRequest, MessageFilter
+from rmqwire.server.store import DispatchBatch, DispatchRequest, MessageFilter
 
 __all__ = ["PullRequest", "PullRequestHoldService"]
 
@@ -122,13 +122,22 @@ class PullRequestHoldService:
         key = (dispatch.topic, dispatch.queue_id)
         if key not in self._held:  # a plain dict read: racing a suspend only delays that pull
             return
+        self._arrived(key, dispatch.consume_queue_offset + 1, [dispatch.tags_code])
+
+    def on_arrival_batch(self, batch: DispatchBatch) -> None:
+        """The store's arrival listener for the records of a batch put (any thread)."""
+        key = (batch.topic, batch.queue_id)
+        if key not in self._held:
+            return
+        self._arrived(key, batch.max_offset_in_queue, batch.tags_codes)
+
+    def _arrived(self, key: tuple[str, int], max_offset: int, tags_codes: list[int]) -> None:
         with self._arrivals_lock:
-            max_offset = dispatch.consume_queue_offset + 1
             entry = self._arrivals.get(key)
             if entry is None:
-                self._arrivals[key] = (max_offset, [dispatch.tags_code])
+                self._arrivals[key] = (max_offset, list(tags_codes))
             else:
-                entry[1].append(dispatch.tags_code)
+                entry[1].extend(tags_codes)
                 self._arrivals[key] = (max(entry[0], max_offset), entry[1])
             if self._flush_scheduled:
                 return

@@ -13,6 +13,7 @@ from rmqwire.server.store.recovery import RecoveryReport
 from rmqwire.server.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
+    DispatchBatch,
     DispatchRequest,
     GetMessageResult,
     GetMessageStatus,
@@ -27,6 +28,7 @@ __all__ = [
     "ConsumeQueue",
     "CqUnit",
     "DefaultMessageStore",
+    "DispatchBatch",
     "DispatchRequest",
     "FlushDiskType",
     "GetMessageResult",

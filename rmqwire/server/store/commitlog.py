@@ -46,6 +46,7 @@ __all__ = [
     "check_message_and_return_size",
     "store_timestamp_position",
     "tags_code_of",
+    "tags_hash_cached",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ _BLANK = struct.Struct(">ii")
 _HEAD = struct.Struct(">iiiiiqqiq")
 _Q_AND_PHYS = struct.Struct(">qq")
 #: Tags repeat a lot; their hash is computed once (bounded, so hostile tags cannot grow it).
-_tags_hash = functools.lru_cache(maxsize=4096)(java_string_hash)
+tags_hash_cached = functools.lru_cache(maxsize=4096)(java_string_hash)
 
 
 def store_timestamp_position(sys_flag: int) -> int:
@@ -91,7 +92,7 @@ def tags_code_of(
     if not properties:
         return 0
     tags = properties.get(PropertyKey.TAGS)
-    code = _tags_hash(tags) if tags else 0
+    code = tags_hash_cached(tags) if tags else 0
     if topic == SCHEDULE_TOPIC:
         t = properties.get(PropertyKey.DELAY_TIME_LEVEL)
         if t is not None:

@@ -10,7 +10,7 @@ import enum
 import logging
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +145,31 @@ class ConsumeQueue:
         if not ok:
             log.error("consume queue %s-%d: file %s has no room", self.topic, self.queue_id, f.file_name)
         return ok
+
+    def put_batch_position_info(self, offsets: Sequence[int], sizes: Sequence[int], tags_codes: Sequence[int],
+                                first_cq_offset: int) -> bool:
+        """Entries ``first_cq_offset``, ``first_cq_offset + 1``... for consecutive records, in one
+        write when they continue the queue inside its last file; otherwise (a repeat, a gap, a new
+        queue starting mid-file, a file boundary) entry by entry, with the same outcome."""
+        n = len(offsets)
+        expect = first_cq_offset * CQ_STORE_UNIT_SIZE
+        f = None
+        if n and offsets[0] + sizes[0] > self.max_physic_offset:  # else a repeat: checked first
+            f = self.mapped_file_queue.last_or_create(expect)
+            if f is None:
+                return False
+        pos = f.wrote_position if f is not None else 0
+        if (
+            f is None
+            or f.file_from_offset + pos != expect
+            or pos + n * CQ_STORE_UNIT_SIZE > self.file_size
+            or (f.first_create_in_queue and first_cq_offset != 0 and pos == 0)
+        ):
+            put = self.put_message_position_info
+            return all([put(o, s, t, first_cq_offset + i)
+                        for i, (o, s, t) in enumerate(zip(offsets, sizes, tags_codes, strict=True))])
+        self.max_physic_offset = offsets[-1] + sizes[-1]
+        return f.append(b"".join(map(_UNIT.pack, offsets, sizes, tags_codes)))
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """Drop entries pointing at or after commit-log ``phy_offset`` (Java ``truncateDirtyLogicFiles``)."""

@@ -8,7 +8,8 @@ commit-log offsets, memory-mapped like the other store files.
 | entries | ``indexNum`` x 20 bytes: keyHash i32, phyOffset i64, timeDiff i32 (seconds after beginTimestamp), prevIndex i32 |
 
 Entry 0 is never used (``indexCount`` starts at 1), so 0 ends a chain. The header is written into
-the mapping after every put, as Java's setters do, so a reader of the file always sees it current.
+the mapping after every put, as Java's setters do (after the last put of a batch's records, which
+are dispatched as one), so a reader of the file sees it current.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import operator
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rmqwire.codec.java import java_string_hash
@@ -192,6 +193,49 @@ class IndexFile:
         # is current for a reader or after a crash at every put, so it is written here too.
         self._write_header()
         return True
+
+    def put_hashes(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamp: int,
+                   start: int = 0) -> int:
+        """``put_hash`` for ``key_hashes[start:]`` (one store time) with the header written once at
+        the end: the file's bytes are those of the puts one by one. Returns the index after the
+        last key put (``len(key_hashes)`` unless the file filled up)."""
+        count = self.index_count
+        room = self.index_num
+        slots = self.hash_slot_num
+        mm = self.mm
+        entries_at = self._entries_at
+        read_slot = _I32.unpack_from
+        write_slot = _I32.pack_into
+        write_entry = _ENTRY.pack_into
+        slot_count = self.hash_slot_count
+        i, n = start, len(key_hashes)
+        while i < n and count < room:
+            key_hash = key_hashes[i]
+            phy_offset = phy_offsets[i]
+            slot_at = INDEX_HEADER_SIZE + (key_hash % slots) * HASH_SLOT_SIZE
+            prev = read_slot(mm, slot_at)[0]
+            if prev <= 0 or prev > count:
+                prev = 0
+                slot_count += 1
+            begin = self.begin_timestamp
+            if count <= 1:
+                self.begin_phy_offset = phy_offset
+                self.begin_timestamp = store_timestamp
+            if begin <= 0 or store_timestamp < begin:
+                time_diff = 0
+            else:
+                time_diff = min((store_timestamp - begin) // 1000, _INT_MAX)
+            write_entry(mm, entries_at + count * INDEX_SIZE, key_hash, phy_offset, time_diff, prev)
+            write_slot(mm, slot_at, count)
+            count += 1
+            self.end_phy_offset = phy_offset
+            i += 1
+        if i > start:
+            self.index_count = count
+            self.hash_slot_count = slot_count
+            self.end_timestamp = store_timestamp
+            self._write_header()
+        return i
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_timestamp, self.end_timestamp

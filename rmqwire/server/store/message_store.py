@@ -53,6 +53,7 @@ from rmqwire.server.store.commitlog import (
     CommitLog,
     PendingRecords,
     tags_code_of,
+    tags_hash_cached,
 )
 from rmqwire.server.store.config import (
     CQ_STORE_UNIT_SIZE,
@@ -78,6 +79,7 @@ from rmqwire.server.store.recovery import (
 )
 from rmqwire.server.store.results import (
     AppendMessageStatus,
+    DispatchBatch,
     DispatchRequest,
     GetMessageResult,
     GetMessageStatus,
@@ -111,6 +113,8 @@ _STORE_V6 = int(MessageSysFlag.STOREHOSTADDRESS_V6)
 _EXT_MAX_ADDR = -(2**31) - 1
 
 ArrivalListener = Callable[[DispatchRequest], None]
+#: Called once for a whole batch put instead of the record listener once per record.
+BatchArrivalListener = Callable[[DispatchBatch], None]
 Dispatcher = Callable[[DispatchRequest], None]
 #: Java ``PutMessageHook.executeBeforePutMessage``: may rewrite the message (a delay level, a timer
 #: message) or refuse it with a result.
@@ -229,12 +233,13 @@ class DefaultMessageStore:
         self._dispatch_lock = threading.RLock()
         self._cq_lock = threading.Lock()
         self._topic_queue_table: dict[tuple[str, int], int] = {}
-        self._pending: collections.deque[DispatchRequest] = collections.deque()
+        self._pending: collections.deque[DispatchRequest | DispatchBatch] = collections.deque()
         self._reput_offset = 0
         self._last_dispatched_store_ts = 0
         self._last_clean_min_offset = 0
         self._dispatchers: list[Dispatcher] = [self._build_consume_queue, self._build_index]
-        self._arrival_listeners: list[ArrivalListener] = []
+        self._added_dispatchers: list[Dispatcher] = []
+        self._arrival_listeners: list[tuple[ArrivalListener, BatchArrivalListener | None]] = []
         self._put_hooks: list[PutMessageHook] = []
 
         self._lock_fd = -1
@@ -496,12 +501,15 @@ class DefaultMessageStore:
         """Run ``dispatcher`` for every record after the consume-queue builder (Java
         ``addDispatcher``: an index, a timer...). Called in order, one record at a time."""
         self._dispatchers.append(dispatcher)
+        self._added_dispatchers.append(dispatcher)
 
-    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+    def add_arrival_listener(self, listener: ArrivalListener,
+                             batch_listener: BatchArrivalListener | None = None) -> None:
         """Called after each dispatched record (Java ``MessageArrivingListener``): the queue
         ``(topic, queue_id)`` now has max offset ``consume_queue_offset + 1``. May run in the flush
-        thread; exceptions are logged and ignored."""
-        self._arrival_listeners.append(listener)
+        thread; exceptions are logged and ignored. With ``batch_listener``, the records of a batch
+        put are reported to it in one call instead."""
+        self._arrival_listeners.append((listener, batch_listener))
 
     def add_put_hook(self, hook: PutMessageHook) -> None:
         """Run ``hook`` on every single-message put after the store's own refusals (Java
@@ -537,11 +545,52 @@ class DefaultMessageStore:
         for d in self._dispatchers:
             d(req)
         if self.config.long_polling_enable:
-            for listener in self._arrival_listeners:
+            for listener, _ in self._arrival_listeners:
                 try:
                     listener(req)
                 except Exception:
                     log.exception("message arrival listener failed")
+
+    def _dispatch_batch(self, batch: DispatchBatch) -> None:
+        if self._added_dispatchers:  # they see one record at a time, in order, as documented
+            for req in batch.requests():
+                self._do_dispatch(req)
+            return
+        self._build_consume_queue_batch(batch)
+        if self.config.message_index_enable:
+            self.index_service.build_index_batch(batch)
+        if self.config.long_polling_enable:
+            requests = None
+            for listener, batch_listener in self._arrival_listeners:
+                try:
+                    if batch_listener is not None:
+                        batch_listener(batch)
+                        continue
+                    if requests is None:
+                        requests = batch.requests()
+                    for req in requests:
+                        listener(req)
+                except Exception:
+                    log.exception("message arrival listener failed")
+
+    def _build_consume_queue_batch(self, batch: DispatchBatch) -> None:
+        tran = batch.sys_flag & _TRAN_MASK
+        if tran != _TRAN_NOT and tran != _TRAN_COMMIT:
+            return
+        if not self.running_flags.is_cq_writeable:
+            return
+        cq = self.find_consume_queue(batch.topic, batch.queue_id)
+        if cq is None:
+            log.error("batch at %d has an unusable topic %r: not queued", batch.commit_log_offset, batch.topic)
+            return
+        for _ in range(3):
+            if cq.put_batch_position_info(batch.commit_log_offsets, batch.sizes, batch.tags_codes,
+                                          batch.first_queue_offset):
+                self._last_dispatched_store_ts = batch.store_timestamp
+                return
+        log.error("consume queue %s-%d cannot be written: store marked logics-queue error", batch.topic,
+                  batch.queue_id)
+        self.running_flags.make_logics_queue_error()
 
     @property
     def confirm_offset(self) -> int:
@@ -561,7 +610,10 @@ class DefaultMessageStore:
                     break
                 pending.popleft()
                 try:
-                    self._do_dispatch(req)
+                    if type(req) is DispatchBatch:
+                        self._dispatch_batch(req)
+                    else:
+                        self._do_dispatch(req)
                 except Exception:
                     log.exception("dispatch of the record at %d failed", req.commit_log_offset)
                 self._reput_offset = end
@@ -720,7 +772,8 @@ class DefaultMessageStore:
             return self._failed(PutMessageResult(status))
         if not sizes:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
-        return self._append(batch, PendingRecords(data, sizes, sys_flag, []), props, batch.wait_store_msg_ok)
+        return self._append(batch, PendingRecords(data, sizes, sys_flag, []), props, batch.wait_store_msg_ok,
+                            as_batch=True)
 
     def _failed(self, result: PutMessageResult) -> PutMessageResult:
         self.stats.put_message_failed_times += 1
@@ -732,8 +785,16 @@ class DefaultMessageStore:
         pending: PendingRecords,
         properties: list[dict[str, str]],
         wait_store: bool,
+        *,
+        as_batch: bool = False,
     ) -> _PutOutcome:
+        """``as_batch``: the records of a SEND_BATCH_MESSAGE, queued for dispatch as one
+        ``DispatchBatch`` (never SCHEDULE_TOPIC_XXXX: its tags codes are the TAGS hashes)."""
         topic, queue_id = msg.topic, msg.queue_id
+        if as_batch:
+            tags_codes = [tags_hash_cached(t) if (t := p.get(PropertyKey.TAGS)) else 0 for p in properties]
+            keys = [p.get(PropertyKey.KEYS, "") for p in properties]
+            uniq_keys = [p.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for p in properties]
         tran = pending.sys_flag & _TRAN_MASK
         queued = tran == _TRAN_NOT or tran == _TRAN_COMMIT
         n = len(pending.sizes)
@@ -755,26 +816,33 @@ class DefaultMessageStore:
                 return self._failed(PutMessageResult(status, result))
             if queued:
                 self._topic_queue_table[key] = first_q + n
-            q = first_q
-            for off, size, props in zip(result.record_offsets, pending.sizes, properties, strict=True):
+            if as_batch:
                 self._pending.append(
-                    DispatchRequest(
-                        msg_size=size,
-                        success=True,
-                        topic=topic,
-                        queue_id=queue_id,
-                        commit_log_offset=off,
-                        tags_code=tags_code_of(topic, props, now, self.delay_levels),
-                        store_timestamp=now,
-                        consume_queue_offset=q if queued else 0,
-                        keys=props.get(PropertyKey.KEYS, ""),
-                        uniq_key=props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                        sys_flag=pending.sys_flag,
-                        prepared_transaction_offset=msg.prepared_transaction_offset if n == 1 else 0,
-                        properties=props,
-                    )
+                    DispatchBatch(topic, queue_id, pending.sys_flag, now, first_q if queued else 0,
+                                  result.record_offsets, pending.sizes, tags_codes, keys, uniq_keys,
+                                  properties, commit_log_offset=result.wrote_offset, msg_size=result.wrote_bytes)
                 )
-                q += 1
+            else:
+                q = first_q
+                for off, size, props in zip(result.record_offsets, pending.sizes, properties, strict=True):
+                    self._pending.append(
+                        DispatchRequest(
+                            msg_size=size,
+                            success=True,
+                            topic=topic,
+                            queue_id=queue_id,
+                            commit_log_offset=off,
+                            tags_code=tags_code_of(topic, props, now, self.delay_levels),
+                            store_timestamp=now,
+                            consume_queue_offset=q if queued else 0,
+                            keys=props.get(PropertyKey.KEYS, ""),
+                            uniq_key=props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                            sys_flag=pending.sys_flag,
+                            prepared_transaction_offset=msg.prepared_transaction_offset if n == 1 else 0,
+                            properties=props,
+                        )
+                    )
+                    q += 1
             self.commit_log.begin_time_in_lock = 0
         msg.store_timestamp = now
         msg.commit_log_offset = result.wrote_offset

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Sequence
 
 from rmqwire.codec.ids import create_offset_msg_id
 
@@ -15,6 +16,7 @@ __all__ = [
     "QueryMessageResult",
     "AppendMessageResult",
     "AppendMessageStatus",
+    "DispatchBatch",
     "DispatchRequest",
     "GetMessageResult",
     "GetMessageStatus",
@@ -183,3 +185,57 @@ class DispatchRequest:
     sys_flag: int = 0
     prepared_transaction_offset: int = 0
     properties: dict[str, str] | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class DispatchBatch:
+    """The records of one batch put (SEND_BATCH_MESSAGE), dispatched together: one consume-queue
+    write and one index loop instead of a ``DispatchRequest`` and a call chain per record.
+
+    Record ``i`` is at ``commit_log_offsets[i]`` with ``sizes[i]`` bytes and consume-queue offset
+    ``first_queue_offset + i``; all share topic, queue, sysFlag and store time.
+    ``commit_log_offset`` and ``msg_size`` span the whole batch (the dispatcher's confirm-offset
+    check treats it as one record). Treat as read-only.
+    """
+
+    topic: str
+    queue_id: int
+    sys_flag: int
+    store_timestamp: int
+    first_queue_offset: int
+    commit_log_offsets: tuple[int, ...]
+    sizes: Sequence[int]
+    tags_codes: list[int]
+    keys: list[str]
+    uniq_keys: list[str | None]
+    properties: list[dict[str, str]]
+    commit_log_offset: int = 0
+    msg_size: int = 0
+
+    @property
+    def max_offset_in_queue(self) -> int:
+        """The queue's max offset once the batch is dispatched."""
+        return self.first_queue_offset + len(self.sizes)
+
+    def requests(self) -> list[DispatchRequest]:
+        """One ``DispatchRequest`` per record, for per-record dispatchers and listeners."""
+        return [
+            DispatchRequest(
+                msg_size=size,
+                success=True,
+                topic=self.topic,
+                queue_id=self.queue_id,
+                commit_log_offset=off,
+                tags_code=tags,
+                store_timestamp=self.store_timestamp,
+                consume_queue_offset=self.first_queue_offset + i,
+                keys=keys,
+                uniq_key=uniq,
+                sys_flag=self.sys_flag,
+                properties=props,
+            )
+            for i, (off, size, tags, keys, uniq, props) in enumerate(
+                zip(self.commit_log_offsets, self.sizes, self.tags_codes, self.keys, self.uniq_keys,
+                    self.properties, strict=True)
+            )
+        ]

@@ -171,7 +171,7 @@ def h(tmp_path: Path) -> Iterator[Harness]:
     broker = Broker(clock, settings)
     broker.store.load()
     broker.topic_config_manager.load()
-    broker.store.add_arrival_listener(broker.pull_hold_service.on_arrival)
+    broker.store.add_arrival_listener(broker.pull_hold_service.on_arrival, broker.pull_hold_service.on_arrival_batch)
     broker.store.start()
     broker.pull_hold_service.start()
     dispatcher = Dispatcher.for_config(
@@ -294,6 +294,24 @@ def test_long_polling_woken_by_arrival(h: Harness) -> None:
     assert r.code == ResponseCode.SUCCESS
     assert [m.tags for m in decode_messages(r.body)] == ["TagA"]
     assert h.broker.pull_hold_service.woken_by_arrival == 1
+
+
+def test_long_polling_woken_by_a_batch(h: Harness) -> None:
+    """A batch is reported to the hold service in one call: a pull waiting for a tag that only
+    the middle record carries wakes, a pull for a tag none carries stays held."""
+    h.create_topic("TLB", queues=1)
+    held = h.pull("TLB", 0, suspend=True, sub="TagB")
+    other = h.pull("TLB", 0, suspend=True, sub="TagZ", group="cg2")
+    batch = encode_batch([Message("TLB", b"m%d" % i, properties={"TAGS": "Tag" + t}) for i, t in enumerate("ABC")])
+    header = SendMessageRequestHeader(
+        producer_group="pg", topic="TLB", default_topic="TBW102", default_topic_queue_nums=4, queue_id=0,
+        sys_flag=0, born_timestamp=1, flag=0, properties="", reconsume_times=0, unit_mode=False, batch=True)
+    assert h.answer(SendBatchMessage, header.to_v2(), body=batch).code == ResponseCode.SUCCESS
+    h.clock.advance(0)
+    r = result_of(held)
+    assert r.code == ResponseCode.SUCCESS
+    assert [m.tags for m in decode_messages(r.body)] == ["TagB"]
+    assert not other.called and h.broker.pull_hold_service.woken_by_arrival == 1
 
 
 def test_long_polling_answers_at_the_deadline(h: Harness) -> None:
