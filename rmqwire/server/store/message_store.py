@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import dataclasses
 import datetime
 import fcntl
+import functools
 import logging
 import os
 import resource
@@ -763,17 +765,17 @@ class DefaultMessageStore:
         sys_flag = (sys_flag | _STORE_V6) if ":" in batch.store_host[0] else (sys_flag & ~_STORE_V6)
         batch.sys_flag = sys_flag
         try:
-            data, sizes, props = encode_batch_records(batch, sys_flag)
+            encoded = encode_batch_records(batch, sys_flag)
         except (CodecError, ValueError) as e:
             status = PutMessageStatus.MESSAGE_ILLEGAL
             if isinstance(e, CodecError) and "properties" in str(e):
                 status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
             log.warning("batch refused: %s", e)
             return self._failed(PutMessageResult(status))
-        if not sizes:
+        if not encoded.sizes:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
-        return self._append(batch, PendingRecords(data, sizes, sys_flag, []), props, batch.wait_store_msg_ok,
-                            as_batch=True)
+        return self._append(batch, PendingRecords(encoded.data, encoded.sizes, sys_flag, []), [],
+                            batch.wait_store_msg_ok, batch=encoded)
 
     def _failed(self, result: PutMessageResult) -> PutMessageResult:
         self.stats.put_message_failed_times += 1
@@ -786,15 +788,11 @@ class DefaultMessageStore:
         properties: list[dict[str, str]],
         wait_store: bool,
         *,
-        as_batch: bool = False,
+        batch: EncodedBatch | None = None,
     ) -> _PutOutcome:
-        """``as_batch``: the records of a SEND_BATCH_MESSAGE, queued for dispatch as one
-        ``DispatchBatch`` (never SCHEDULE_TOPIC_XXXX: its tags codes are the TAGS hashes)."""
+        """``properties``: each record's map; with ``batch`` (the records of a SEND_BATCH_MESSAGE)
+        none, the records are queued for dispatch as one ``DispatchBatch``."""
         topic, queue_id = msg.topic, msg.queue_id
-        if as_batch:
-            tags_codes = [tags_hash_cached(t) if (t := p.get(PropertyKey.TAGS)) else 0 for p in properties]
-            keys = [p.get(PropertyKey.KEYS, "") for p in properties]
-            uniq_keys = [p.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for p in properties]
         tran = pending.sys_flag & _TRAN_MASK
         queued = tran == _TRAN_NOT or tran == _TRAN_COMMIT
         n = len(pending.sizes)
@@ -816,11 +814,12 @@ class DefaultMessageStore:
                 return self._failed(PutMessageResult(status, result))
             if queued:
                 self._topic_queue_table[key] = first_q + n
-            if as_batch:
+            if batch is not None:
                 self._pending.append(
                     DispatchBatch(topic, queue_id, pending.sys_flag, now, first_q if queued else 0,
-                                  result.record_offsets, pending.sizes, tags_codes, keys, uniq_keys,
-                                  properties, commit_log_offset=result.wrote_offset, msg_size=result.wrote_bytes)
+                                  result.record_offsets, pending.sizes, batch.tags_codes, batch.keys,
+                                  batch.uniq_keys, batch.raw_properties, commit_log_offset=result.wrote_offset,
+                                  msg_size=result.wrote_bytes)
                 )
             else:
                 q = first_q
@@ -1212,12 +1211,35 @@ def _host_bytes(host: tuple[str, int]) -> bytes:
     return packed + struct.pack(">i", int(port))
 
 
-def encode_batch_records(batch: MessageExt, sys_flag: int) -> tuple[bytes, list[int], list[dict[str, str]]]:
+@dataclasses.dataclass(slots=True)
+class EncodedBatch:
+    """A SEND_BATCH_MESSAGE body as stored records, and what dispatch needs of each record."""
+
+    data: bytes
+    sizes: list[int]
+    tags_codes: list[int]
+    keys: list[str]
+    uniq_keys: list[str | None]
+    raw_properties: list[bytes]
+
+
+#: The framed names of the properties dispatch reads: a record whose properties bytes hold none of
+#: them (as ASCII, which no invalid UTF-8 can hide) has none of these keys.
+_TAGS_KEY = PropertyKey.TAGS.encode() + b"\x01"
+_KEYS_KEY = PropertyKey.KEYS.encode() + b"\x01"
+_UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode() + b"\x01"
+
+
+def encode_batch_records(batch: MessageExt, sys_flag: int) -> EncodedBatch:
     """Turn a SEND_BATCH_MESSAGE body into stored records (Java ``MessageExtEncoder.encode(batch)``).
 
     Each inner message keeps its raw properties bytes; the batch's properties string follows,
     after a separator when the inner ones do not end with one. Queue offset, physical offset and
     store time are left 0 for the append to fill in. Raises ValueError on a malformed body.
+
+    Tags code, KEYS and UNIQ_KEY of each record are those of ``decode_properties`` over its whole
+    properties string: the batch's part is read once, and wins for a key it holds (last pair
+    wins); an inner part is parsed only when it holds one of the keys the batch's does not.
     """
     body = batch.body or b""
     topic = batch.topic.encode("utf-8")
@@ -1231,15 +1253,27 @@ def encode_batch_records(batch: MessageExt, sys_flag: int) -> tuple[bytes, list[
     if bool(sys_flag & _BORN_V6) != (len(born) == 20) or bool(sys_flag & _STORE_V6) != (len(store) == 20):
         raise ValueError("host address family does not match sysFlag")
     # Same for every record of the batch: hosts, store time (0: the append sets it), reconsume
-    # times, transaction offset (batches carry none). The body length closes this piece.
+    # times, transaction offset (batches carry none); one pack writes them with the head and the
+    # body length.
     middle = born + b"\0" * 8 + store + struct.pack(">iq", batch.reconsume_times, 0)
+    pack_head = _rec_head_with(len(middle)).pack
     fixed_size = _REC_HEAD.size + len(middle) + 4 + len(topic_field) + 2
     queue_id, born_ts = batch.queue_id, batch.born_timestamp
-    pack_head, pack_i32, pack_i16 = _REC_HEAD.pack, _I32.pack, _I16.pack
+    pack_i16 = _I16.pack
+    sep_batch = b"\x02" + batch_props
+    # The batch's own pairs come last in every record: they decide where they are present.
+    batch_map = decode_properties(batch_props.decode("utf-8", "replace"))
+    b_tags = batch_map.get(PropertyKey.TAGS)
+    b_keys = batch_map.get(PropertyKey.KEYS)
+    b_uniq = batch_map.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    b_tags_code = tags_hash_cached(b_tags) if b_tags else 0
     parts: list[bytes] = []
     add = parts.append
     sizes: list[int] = []
-    props_out: list[dict[str, str]] = []
+    tags_codes: list[int] = []
+    keys_out: list[str] = []
+    uniq_out: list[str | None] = []
+    raw_out: list[bytes] = []
     pos, n = 0, len(body)
     while pos < n:
         if n - pos < _BATCH_HEAD.size + 2:
@@ -1256,21 +1290,43 @@ def encode_batch_records(batch: MessageExt, sys_flag: int) -> tuple[bytes, list[
         if props_len < 0 or p + props_len != end:
             raise ValueError(f"malformed batch entry properties at {pos}")
         inner_props = body[p:end]
-        sep = b"\x02" if props_len > 0 and batch_props and inner_props[-1] != _PROPERTY_SEPARATOR else b""
-        props = inner_props + sep + batch_props
+        if props_len > 0 and batch_props and inner_props[-1] != _PROPERTY_SEPARATOR:
+            props = inner_props + sep_batch
+        else:
+            props = inner_props + batch_props
         if len(props) > MAX_PROPERTIES_LENGTH:
             raise CodecError(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_LENGTH}")
         size = fixed_size + body_len + len(props)
-        add(pack_head(size, magic, body_crc32(inner_body), queue_id, flag, 0, 0, sys_flag, born_ts))
-        add(middle)
-        add(pack_i32(body_len))
+        add(pack_head(size, magic, body_crc32(inner_body), queue_id, flag, 0, 0, sys_flag, born_ts, middle, body_len))
         add(inner_body)
         add(topic_field)
         add(pack_i16(len(props)))
         add(props)
         sizes.append(size)
-        # A reader of only TAGS/KEYS/UNIQ_KEY (rfind per key) measured no faster than this split
-        # for the usual five or so pairs, and this keeps the whole map for dispatchers.
-        props_out.append(decode_properties(props.decode("utf-8", "replace")))
+        raw_out.append(props)
+        tags, keys, uniq = b_tags, b_keys, b_uniq
+        if props_len and (
+            (b_tags is None and _TAGS_KEY in inner_props)
+            or (b_keys is None and _KEYS_KEY in inner_props)
+            or (b_uniq is None and _UNIQ_KEY in inner_props)
+        ):
+            inner_map = decode_properties(inner_props.decode("utf-8", "replace"))
+            if tags is None:
+                tags = inner_map.get(PropertyKey.TAGS)
+            if keys is None:
+                keys = inner_map.get(PropertyKey.KEYS)
+            if uniq is None:
+                uniq = inner_map.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            tags_codes.append(tags_hash_cached(tags) if tags else 0)
+        else:
+            tags_codes.append(b_tags_code)
+        keys_out.append(keys or "")
+        uniq_out.append(uniq)
         pos = end
-    return b"".join(parts), sizes, props_out
+    return EncodedBatch(b"".join(parts), sizes, tags_codes, keys_out, uniq_out, raw_out)
+
+
+@functools.lru_cache(maxsize=4)
+def _rec_head_with(middle_len: int) -> struct.Struct:
+    """The record head, the per-batch constant middle (IPv4 or IPv6 hosts) and BODYLEN."""
+    return struct.Struct(f">iiiiiqqiq{middle_len}si")

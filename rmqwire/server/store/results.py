@@ -11,6 +11,7 @@ import enum
 from collections.abc import Sequence
 
 from rmqwire.codec.ids import create_offset_msg_id
+from rmqwire.codec.message import decode_properties
 
 __all__ = [
     "QueryMessageResult",
@@ -208,7 +209,8 @@ class DispatchBatch:
     tags_codes: list[int]
     keys: list[str]
     uniq_keys: list[str | None]
-    properties: list[dict[str, str]]
+    #: Each record's properties string as stored (decoded only for ``requests``).
+    raw_properties: list[bytes]
     commit_log_offset: int = 0
     msg_size: int = 0
 
@@ -232,10 +234,10 @@ class DispatchBatch:
                 keys=keys,
                 uniq_key=uniq,
                 sys_flag=self.sys_flag,
-                properties=props,
+                properties=decode_properties(raw.decode("utf-8", "replace")),
             )
-            for i, (off, size, tags, keys, uniq, props) in enumerate(
+            for i, (off, size, tags, keys, uniq, raw) in enumerate(
                 zip(self.commit_log_offsets, self.sizes, self.tags_codes, self.keys, self.uniq_keys,
-                    self.properties, strict=True)
+                    self.raw_properties, strict=True)
             )
         ]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from store_helpers import BORN_HOST, STORE_HOST, make_msg, small_config
 
-from rmqwire.codec.message import Message, MessageExt, encode_batch
+from rmqwire.codec.message import Message, MessageExt, decode_properties, encode_batch
 from rmqwire.server.store import DefaultMessageStore, DispatchBatch
 from rmqwire.server.store.consume_queue import ConsumeQueue
 from rmqwire.server.store.index_file import IndexFile
@@ -163,3 +163,37 @@ def test_index_put_hashes_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert struct.unpack_from(">iqii", g.mm, 40 + 5 * 4 + 20) == (4, 13, 0, 0)
     f.close(flush=False)
     g.close(flush=False)
+
+
+_pair = st.builds(lambda k, v: k + b"\x01" + v,
+                  st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"XTAGS", b"WAIT", b""]),
+                  st.sampled_from([b"", b"a", b"b c", b"\xc3\xa9", b"\xff", b"TAGS\x01x", b"KEYS"]))
+_segment = st.one_of(_pair, _pair, _pair, st.binary(max_size=6))
+_raw_props = st.lists(_segment, max_size=5).flatmap(
+    lambda segs: st.booleans().map(lambda close: b"\x02".join(segs) + (b"\x02" if close and segs else b"")))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    inner=st.lists(_raw_props, min_size=1, max_size=4),
+    batch_props=st.fixed_dictionaries({}, optional={"TAGS": st.sampled_from(["t", "\u00e9"]),
+                                                    "KEYS": st.sampled_from(["k", "k l"]),
+                                                    "UNIQ_KEY": st.just("U"), "WAIT": st.just("true")}),
+)
+def test_batch_record_keys_are_those_of_the_whole_properties_string(inner, batch_props):
+    """Tags code, KEYS and UNIQ_KEY picked per record (the batch's pairs once, an inner string
+    parsed only when it may hold a key) against ``decode_properties`` of the record's whole
+    properties string: empty values, look-alike keys, values holding a key name, bad UTF-8."""
+    from rmqwire.server.store.commitlog import tags_code_of
+    from rmqwire.server.store.message_store import encode_batch_records
+
+    body = b"".join(struct.pack(">iiiii", 20 + 1 + 2 + len(p), 0, 0, 0, 1) + b"b" + struct.pack(">h", len(p)) + p
+                    for p in inner)
+    batch = MessageExt(topic="T", body=body, properties=batch_props, born_host=BORN_HOST, store_host=STORE_HOST)
+    encoded = encode_batch_records(batch, 0)
+    assert len(encoded.sizes) == len(inner)
+    for i, raw in enumerate(encoded.raw_properties):
+        props = decode_properties(raw.decode("utf-8", "replace"))
+        assert encoded.tags_codes[i] == tags_code_of("T", props, 0, {})
+        assert encoded.keys[i] == props.get("KEYS", "")
+        assert encoded.uniq_keys[i] == props.get("UNIQ_KEY")
