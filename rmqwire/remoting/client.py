@@ -19,6 +19,7 @@ from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IConnector
+from twisted.internet.posixbase import PosixReactorBase
 from twisted.internet.protocol import ClientFactory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -33,6 +34,7 @@ from rmqwire.errors import (
 )
 from rmqwire.remoting.config import RemotingConfig
 from rmqwire.remoting.dispatcher import Dispatcher, Handler, Processor
+from rmqwire.remoting.flushing import FlushingConnector
 from rmqwire.remoting.protocol import RemotingProtocol, drain
 
 
@@ -47,6 +49,16 @@ def parse_address(addr: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, port
+
+
+def connect_tcp(reactor: Any, host: str, port: int, factory: ClientFactory, timeout: float) -> IConnector:
+    """``reactor.connectTCP`` with ``FlushingClient`` connections on the posix reactors (any other
+    reactor, e.g. a test's MemoryReactor, connects as usual)."""
+    if isinstance(reactor, PosixReactorBase):
+        connector = FlushingConnector(host, port, factory, timeout, None, reactor)
+        connector.connect()
+        return connector
+    return reactor.connectTCP(host, port, factory, timeout=timeout)
 
 
 @dataclasses.dataclass(slots=True)
@@ -153,8 +165,8 @@ class RemotingClient(Service):
                     from twisted.protocols.tls import TLSMemoryBIOFactory
 
                     factory = TLSMemoryBIOFactory(self.config.tls, True, factory, self.reactor)
-                pending.connector = self.reactor.connectTCP(
-                    host, port, factory, timeout=self.config.connect_timeout
+                pending.connector = connect_tcp(
+                    self.reactor, host, port, factory, self.config.connect_timeout
                 )
             except Exception as e:
                 del self._connecting[addr]

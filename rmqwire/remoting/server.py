@@ -27,6 +27,7 @@ from twisted.logger import Logger
 
 from rmqwire.remoting.config import JAVA_SERVER_CONFIG, RemotingConfig
 from rmqwire.remoting.dispatcher import Dispatcher, Processor
+from rmqwire.remoting.flushing import FlushingWrites
 from rmqwire.remoting.protocol import RemotingProtocol, drain
 
 
@@ -49,45 +50,14 @@ class TlsMode(enum.Enum):
 _TLS_HANDSHAKE = 0x16
 
 
-class _FlushingServer(tcp.Server):
+class _FlushingServer(FlushingWrites, tcp.Server):
     """A TCP server connection that sends what was written during one reactor pass right after
-    it, straight to the socket when nothing is queued, as Netty's writeAndFlush does on its event
-    loop. Twisted's own write asks epoll for writability first (two epoll_ctl calls and another
-    reactor pass per response, about a third of a cached route lookup's CPU); sending inside the
-    pass instead wakes the peer while other requests of the pass wait, and on a busy machine the
-    woken peer takes the CPU. What the socket does not take is queued as usual."""
+    it (``rmqwire.remoting.flushing``); sending inside the pass instead would wake the peer while
+    other requests of the pass wait, and on a busy machine the woken peer takes the CPU. One flush
+    call per pass serves all of a port's connections."""
 
-    _pending: list[bytes] | None = None
-
-    def write(self, data: bytes) -> None:
-        if self._pending is not None:
-            self._pending.append(data)
-        elif (type(data) is not bytes or not data or not self.connected or self.disconnecting
-              or self._writeDisconnected or self.dataBuffer or self._tempDataLen):
-            super().write(data)  # nothing to send, or behind what is queued
-        else:
-            self._pending = [data]
-            self.server.flush_later(self)
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, None
-        if not pending:
-            return
-        data = pending[0] if len(pending) == 1 else b"".join(pending)
-        if (self.connected and not self.disconnecting and not self._writeDisconnected
-                and not self.dataBuffer and not self._tempDataLen):
-            sent = self.writeSomeData(data)
-            if type(sent) is int and sent > 0:  # else EWOULDBLOCK or an error: the reactor sees to it
-                if sent == len(data):
-                    return
-                data = data[sent:]
-        super().write(data)
-
-    # writeSequence fills Twisted's queue itself: what is pending goes first. (A close waits for
-    # the next doWrite, after the flush, which runs before the next poll.)
-    def writeSequence(self, iovec: Any) -> None:  # noqa: N802 - Twisted's interface
-        self.flush()
-        super().writeSequence(iovec)
+    def _flush_later(self) -> None:
+        self.server.flush_later(self)
 
 
 class _FlushingPort(tcp.Port):

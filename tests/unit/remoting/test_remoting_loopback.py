@@ -120,6 +120,49 @@ def test_responses_written_at_once_keep_their_order() -> None:
     run_loopback(scenario)
 
 
+def test_client_requests_written_after_the_pass_keep_their_order() -> None:
+    """The client's connections too send a reactor pass's requests right after it (one send for
+    a pipelined burst); a request the socket takes only part of is queued, and every one after
+    it until it drains."""
+    from rmqwire.remoting.flushing import FlushingClient
+
+    async def scenario(lb: Loopback) -> None:
+        await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
+        (client_side,) = lb.client.channels.values()
+        assert isinstance(client_side.transport, FlushingClient)
+        sizes = [0, 10, len(BIG), 3, len(BIG) // 3, 0, 70_000, 1] * 3
+        bodies = [BIG[:n] or None for n in sizes]
+        calls = [lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, body), 30.0)
+                 for body in bodies]
+        assert client_side.transport._pending  # nothing sent inside the pass
+        results = await defer.gatherResults(calls)
+        assert [r.body for r in results] == bodies
+
+    run_loopback(scenario)
+
+
+def test_what_the_client_wrote_before_closing_is_sent() -> None:
+    async def scenario(lb: Loopback) -> None:
+        got: list[bytes | None] = []
+        arrived: Deferred[None] = Deferred()
+
+        def on_request(cmd: RemotingCommand, ctx: RequestContext) -> None:
+            got.append(cmd.body)
+            if len(got) == 3:
+                arrived.callback(None)
+
+        lb.server.dispatcher.register(307, on_request)
+        await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
+        (client_side,) = lb.client.channels.values()
+        for body in (b"one", BIG, b"three"):
+            client_side.invoke_oneway(RemotingCommand.request(307, body=body))
+        client_side.close()
+        await arrived
+        assert got == [b"one", BIG, b"three"]
+
+    run_loopback(scenario)
+
+
 def test_what_was_written_before_a_close_is_sent() -> None:
     """Writes wait for the end of the reactor pass; closing in the same pass sends them first."""
 
