@@ -853,10 +853,15 @@ def _v4_host(raw: bytes) -> Host | None:
     return host
 
 
-def _decode_fast(buf: bytes, offset: int, n: int, decompress: bool, check_crc: bool) -> MessageExt | None:
+_NO_PUTS: dict[str, str] = {}
+
+
+def _decode_fast(
+    buf: bytes, offset: int, n: int, decompress: bool, check_crc: bool, puts: dict[str, str] = _NO_PUTS,
+) -> MessageExt | None:
     """The common record (IPv4 hosts, body not to inflate, nothing malformed) from a ``bytes``
-    buffer, its properties left unparsed; None sends the record down the checked path, which
-    decodes the rest and reports every malformation."""
+    buffer, its properties left unparsed and ``puts`` already put; None sends the record down the
+    checked path, which decodes the rest and reports every malformation."""
     if n - offset < MIN_RECORD_SIZE:
         return None
     (
@@ -900,7 +905,7 @@ def _decode_fast(buf: bytes, offset: int, n: int, decompress: bool, check_crc: b
         return None
     # positional: the dataclass field order (the schema property tests compare every field)
     msg = MessageExt(
-        topic, body, flag, {}, queue_id, total, queue_offset, sys_flag, born_timestamp, born_host,
+        topic, body, flag, puts.copy(), queue_id, total, queue_offset, sys_flag, born_timestamp, born_host,
         store_timestamp, store_host, commit_log_offset, body_crc, reconsume_times,
         prepared_transaction_offset, magic,
     )
@@ -1044,11 +1049,14 @@ def decode_messages(
     check_crc: bool = False,
     strict: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    put_properties: Mapping[str, str] | None = None,
 ) -> list[MessageExt]:
     """Decode a PULL_MESSAGE / QUERY_MESSAGE body: records back to back.
 
     ``strict=False`` mirrors Java's ``MessageDecoder.decodes``: stop at the first malformed record
-    and return the ones before it.
+    and return the ones before it. ``put_properties`` are put on every message, with the result of
+    a ``put_property`` of each after the decode (the consumer's MIN/MAX_OFFSET: one dict copy per
+    record instead of a call per property).
     """
     out: list[MessageExt] = []
     if not body:
@@ -1057,8 +1065,9 @@ def decode_messages(
         body = bytes(body)  # one copy; then each record's body is one slice of it
     pos, n = 0, len(body)
     append = out.append
+    puts = dict(put_properties) if put_properties else _NO_PUTS
     while pos < n:
-        msg = _decode_fast(body, pos, n, decompress, check_crc)
+        msg = _decode_fast(body, pos, n, decompress, check_crc, puts)
         if msg is None:
             try:
                 msg = _decode_checked(body, pos, decompress, check_crc, max_decompressed_size)
@@ -1066,6 +1075,8 @@ def decode_messages(
                 if strict:
                     raise
                 break
+            for name, value in puts.items():
+                msg.put_property(name, value)
         append(msg)
         pos += msg.store_size
     return out

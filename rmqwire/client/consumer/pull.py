@@ -146,18 +146,22 @@ class PullAPIWrapper:
     def process_pull_result(self, mq: MessageQueue, result: PullResult, sd: SubscriptionData) -> PullResult:
         self.pull_from_which_node[mq] = result.suggest_which_broker_id
         if result.status is PullStatus.FOUND:
-            msgs = decode_messages(result.body or b"")
+            # Java puts MIN/MAX_OFFSET after unwrap and filter; put while decoding (one dict copy
+            # per record), the same map as a put on the messages kept; inner-batch messages (new
+            # objects, none of the wrapper's properties but WAIT) get them after the unwrap
+            puts = {PropertyKey.MIN_OFFSET: str(result.min_offset), PropertyKey.MAX_OFFSET: str(result.max_offset)}
+            msgs = decode_messages(result.body or b"", put_properties=puts)
             for m in msgs:
                 if m.sys_flag & _INNER_BATCH == _INNER_BATCH:
                     msgs = self._unwrap(mq, msgs)
+                    for inner in msgs:
+                        for key, value in puts.items():
+                            inner.put_property(key, value)
                     break
             if sd.tags_set and not sd.class_filter_mode:
                 msgs = filter_by_tags(msgs, sd)
-            min_s, max_s = str(result.min_offset), str(result.max_offset)
             name, qid, delta = mq.broker_name, mq.queue_id, result.offset_delta
             for m in msgs:
-                m.put_property(PropertyKey.MIN_OFFSET, min_s)  # puts need no parse of the rest
-                m.put_property(PropertyKey.MAX_OFFSET, max_s)
                 m.broker_name = name
                 m.queue_id = qid
                 if delta is not None:

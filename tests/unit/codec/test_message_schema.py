@@ -112,6 +112,30 @@ def test_stored_message_fast_equals_schema(msgs):
 
 
 @HEAVY
+@given(st.lists(message_exts(), min_size=1, max_size=3), properties, st.sampled_from([None, "TAGS", "k"]))
+def test_decode_with_puts_equals_schema_then_put_property(msgs, puts, own_key):
+    """``put_properties`` (fast and checked records alike) give the map, key order included, of the
+    schema's decode followed by a ``put_property`` of each; a put wins over the record's own pair."""
+    if own_key is not None:
+        puts = {**puts, own_key: "put"}
+        for m in msgs:
+            m.properties = {own_key: "own", **m.properties}
+    data = b"".join(encode_message(m) for m in msgs)
+    expected = schema_decode_messages(data)
+    for m in expected:
+        for k, v in puts.items():
+            m.put_property(k, v)
+    got = decode_messages(data, decompress=False, put_properties=puts)
+    assert got == expected
+    assert [list(m.properties.items()) for m in got] == [list(m.properties.items()) for m in expected]
+    assert b"".join(map(encode_message, got)) == b"".join(map(encode_message, expected))
+    # before the lazy parse, reads of a put key see the put
+    for m in decode_messages(data, decompress=False, put_properties=puts):
+        for k, v in puts.items():
+            assert m.get_property(k) == v
+
+
+@HEAVY
 @given(
     message_exts(body=st.binary(max_size=3000)),
     st.sampled_from(list(CompressionType)),
