@@ -613,6 +613,14 @@ def _set_properties(self: MessageExt, value: dict[str, str]) -> None:
 MessageExt.properties = property(_get_properties, _set_properties)  # type: ignore[assignment]
 
 
+def put_property_all(msgs: Iterable[Message], name: str, value: str) -> None:
+    """``m.put_property(name, value)`` for each message, without a method call per message: both
+    classes' put writes the map in the ``properties`` slot (MessageExt's holds the puts until a
+    lazy parse applies them)."""
+    for m in msgs:
+        _props_get(m)[name] = value
+
+
 # ---- host helpers ---------------------------------------------------------------------------------
 
 
@@ -854,6 +862,7 @@ def _v4_host(raw: bytes) -> Host | None:
 
 
 _NO_PUTS: dict[str, str] = {}
+_new_message_ext = object.__new__
 
 
 def _decode_fast(
@@ -903,14 +912,28 @@ def _decode_fast(
         return None
     if check_crc and body_len and (zlib.crc32(body) & 0x7FFFFFFF) != body_crc:
         return None
-    # positional: the dataclass field order (the schema property tests compare every field)
-    msg = MessageExt(
-        topic, body, flag, puts.copy(), queue_id, total, queue_offset, sys_flag, born_timestamp, born_host,
-        store_timestamp, store_host, commit_log_offset, body_crc, reconsume_times,
-        prepared_transaction_offset, magic,
-    )
-    if props_len:
-        msg._raw_properties = buf[pos:end]
+    # every slot written here instead of the dataclass __init__ (no frame for it nor for the
+    # ``properties`` setter); the schema property tests compare every field
+    msg = _new_message_ext(MessageExt)
+    msg.topic = topic
+    msg.body = body
+    msg.flag = flag
+    _props_set(msg, puts.copy())
+    msg._raw_properties = buf[pos:end] if props_len else None
+    msg.queue_id = queue_id
+    msg.store_size = total
+    msg.queue_offset = queue_offset
+    msg.sys_flag = sys_flag
+    msg.born_timestamp = born_timestamp
+    msg.born_host = born_host
+    msg.store_timestamp = store_timestamp
+    msg.store_host = store_host
+    msg.commit_log_offset = commit_log_offset
+    msg.body_crc = body_crc
+    msg.reconsume_times = reconsume_times
+    msg.prepared_transaction_offset = prepared_transaction_offset
+    msg.magic = magic
+    msg.broker_name = None
     return msg
 
 

@@ -48,7 +48,7 @@ from rmqwire.client.consumer.listener import (
     listener_takes_context,
 )
 from rmqwire.client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
-from rmqwire.codec.message import MessageExt, PropertyKey
+from rmqwire.codec.message import MessageExt, PropertyKey, put_property_all
 from rmqwire.model import MessageModel, MessageQueue
 from rmqwire.remoting.dispatcher import exception_simple_desc
 
@@ -134,8 +134,17 @@ class ReactorRunner:
         if outcome is not None:
             settle([(key, outcome)])
 
-    def chunk_hint(self, n: int) -> int:
-        return 1
+    def submit_many(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]], keys: list[Any],
+                    settle: Settle) -> None:
+        """``fn(*args)`` for each of ``calls``; ``settle`` gets the plain results together and a
+        Deferred's when it fires."""
+        now: list[tuple[Any, Outcome]] = []
+        for args, key in zip(calls, keys):
+            outcome = self.submit(fn, args, lambda o, key=key: settle([(key, o)]))
+            if outcome is not None:
+                now.append((key, outcome))
+        if now:
+            settle(now)
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
         d: Deferred[Outcome] = Deferred()
@@ -153,10 +162,21 @@ class ReactorRunner:
 
 class ThreadRunner:
     """Listeners in ``threads`` worker threads; results go back to the reactor in batches (one
-    wakeup of the reactor for every result that finished meanwhile; ``submit_settled`` calls are
-    settled together, one call of their ``settle`` per batch)."""
+    wakeup of the reactor for every result that finished meanwhile; ``submit_settled`` and
+    ``submit_many`` calls are settled together, one call of their ``settle`` per batch).
+
+    ``submit_many`` hands a list of calls over at once while listener calls are short (a
+    wakeup of a worker thread costs more than a short listener call): one worker runs them back to
+    back. Once most calls take longer (or a call of such a list does), they go out one per task
+    again, so that the pool runs them side by side as Java's does. "Most": a call's wall time
+    also counts the GIL waits of a busy process, which make a rare short call look slow."""
 
     log = Logger()
+
+    #: a listener call longer than this (s) is "slow": its calls are spread over the workers
+    SLOW_CALL = 0.001
+    #: calls one task may hold while listeners are slow and every worker is busy
+    MAX_CHUNK = 16
 
     def __init__(self, reactor: Any, threads: int, name: str = "ConsumeMessageThread") -> None:
         if threads < 1:
@@ -169,6 +189,8 @@ class ThreadRunner:
         self._wake_pending = False
         self._workers: list[threading.Thread] = []
         self._stopped = False
+        #: moving share of slow listener calls, written by the workers (a hint: races are harmless)
+        self.slow_share = 0.0
 
     @property
     def size(self) -> int:
@@ -185,7 +207,7 @@ class ThreadRunner:
         if self._stopped:
             done(Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
             return None
-        self._tasks.put((None, done, fn, args))
+        self._tasks.put((None, done, fn, args, False))
         return None
 
     def submit_settled(self, fn: Callable[..., Any], args: tuple[Any, ...], key: Any, settle: Settle) -> None:
@@ -195,17 +217,32 @@ class ThreadRunner:
         if self._stopped:
             settle([(key, Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))])
             return
-        self._tasks.put((settle, key, fn, args))
+        self._tasks.put((settle, key, fn, args, False))
 
-    #: requests one worker may take at once when every worker is busy
-    MAX_CHUNK = 16
-
-    def chunk_hint(self, n: int) -> int:
-        """1 while a worker may be idle (each request on its own, as Java's pool does); with a
-        backlog of more than one task per worker, up to MAX_CHUNK requests per task."""
-        if self._tasks.qsize() < self.threads:
-            return 1
-        return min(n, self.MAX_CHUNK)
+    def submit_many(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]], keys: list[Any],
+                    settle: Settle) -> None:
+        """``submit_settled(fn, args, key, settle)`` for each pair of ``calls`` and ``keys``, in as
+        few hand-offs as the listener's speed allows (see the class)."""
+        if self._stopped:
+            error = Outcome(error=Failure(RuntimeError("the consume threads are stopped")))
+            settle([(key, error) for key in keys])
+            return
+        n = len(calls)
+        if n == 1:
+            self._tasks.put((settle, keys[0], fn, calls[0], False))
+            return
+        put = self._tasks.put
+        if self.slow_share < 0.5:
+            put((settle, keys, fn, calls, True))
+            return
+        # slow listeners: one call per task while a worker may be idle (Java's pool), else chunks
+        chunk = 1 if self._tasks.qsize() < self.threads else self.MAX_CHUNK
+        if chunk == 1:
+            for args, key in zip(calls, keys):
+                put((settle, key, fn, args, False))
+            return
+        for i in range(0, n, chunk):
+            put((settle, keys[i : i + chunk], fn, calls[i : i + chunk], True))
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
         d: Deferred[Outcome] = Deferred()
@@ -213,25 +250,59 @@ class ThreadRunner:
         return d
 
     def _work(self) -> None:
-        tasks, finished = self._tasks, self._done
+        tasks, finished, monotonic, slow = self._tasks, self._done, time.monotonic, self.SLOW_CALL
         while True:
             item = tasks.get()
             if item is None:
                 return
-            settle, key, fn, args = item
-            begin = time.monotonic()
-            try:
-                outcome = Outcome(value=fn(*args))
-            except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
-                outcome = Outcome(error=Failure())
-            outcome.elapsed_ms = int((time.monotonic() - begin) * 1000)
-            finished.append((settle, key, outcome))
-            if not self._wake_pending:
-                self._wake_pending = True
+            settle, key, fn, args, many = item
+            if not many:
+                begin = monotonic()
                 try:
-                    self.reactor.callFromThread(self._deliver)
-                except Exception:  # the reactor is gone (interpreter exit): nobody waits
+                    outcome = Outcome(value=fn(*args))
+                except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
+                    outcome = Outcome(error=Failure())
+                took = monotonic() - begin
+                outcome.elapsed_ms = int(took * 1000)
+                self.slow_share += ((took >= slow) - self.slow_share) * 0.125
+                finished.append((settle, key, outcome))
+                if not self._wake():
                     return
+                continue
+            keys, calls = key, args
+            i, n = 0, len(calls)
+            while i < n:
+                begin = monotonic()
+                try:
+                    outcome = Outcome(value=fn(*calls[i]))
+                except BaseException:
+                    outcome = Outcome(error=Failure())
+                took = monotonic() - begin
+                outcome.elapsed_ms = int(took * 1000)
+                self.slow_share += ((took >= slow) - self.slow_share) * 0.125
+                finished.append((settle, keys[i], outcome))
+                i += 1
+                if took >= slow and i < n:
+                    # a slow call: the later half of the rest goes back for another worker
+                    half = i + (n - i + 1) // 2
+                    if half < n:
+                        tasks.put((settle, keys[half:], fn, calls[half:], True))
+                        n = half
+                    if not self._wake():
+                        return
+            if not self._wake():
+                return
+
+    def _wake(self) -> bool:
+        """Have the reactor deliver the finished results (once until it has); False when the
+        reactor is gone (interpreter exit: nobody waits)."""
+        if not self._wake_pending:
+            self._wake_pending = True
+            try:
+                self.reactor.callFromThread(self._deliver)
+            except Exception:
+                return False
+        return True
 
     def _deliver(self) -> None:
         # reset first: a result appended after this point schedules another delivery
@@ -267,12 +338,12 @@ class ThreadRunner:
             except queue.Empty:
                 break
             if item is not None:
-                settle, key = item[0], item[1]
+                settle, key, many = item[0], item[1], item[4]
                 outcome = Outcome(error=Failure(RuntimeError("the consume threads are stopped")))
                 if settle is None:
                     key(outcome)
                 else:
-                    settle([(key, outcome)])
+                    settle([(k, outcome) for k in key] if many else [(key, outcome)])
         for _ in self._workers:
             self._tasks.put(None)
 
@@ -289,20 +360,6 @@ class ThreadRunner:
 def _call_listener(listener: Callable[..., Any], with_context: bool, msgs: Sequence[MessageExt],
                    context: Any) -> Any:
     return listener(msgs, context) if with_context else listener(msgs)
-
-
-def _call_listener_many(listener: Callable[..., Any], with_context: bool,
-                        calls: list[tuple[Sequence[MessageExt], Any]]) -> list[Outcome]:
-    out = []
-    for msgs, context in calls:
-        begin = time.monotonic()
-        try:
-            o = Outcome(value=listener(msgs, context) if with_context else listener(msgs))
-        except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
-            o = Outcome(error=Failure())
-        o.elapsed_ms = int((time.monotonic() - begin) * 1000)
-        out.append(o)
-    return out
 
 
 def _result_of(outcome: Outcome) -> ConsumeResult | None:
@@ -325,6 +382,15 @@ def _meter(consumer: PushConsumer, mq: MessageQueue, ok: bool, elapsed_ms: int, 
     if metrics is not None and instance is not None:
         waited = consumer.now_ms() - queued_ms - elapsed_ms if queued_ms else None
         metrics.on_consume(mq.topic, consumer.group, instance.client_id, ok, elapsed_ms, messages, waited)
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Batch:
+    """What the requests of one submitted batch share."""
+
+    process_queue: ProcessQueue
+    message_queue: MessageQueue
+    queued_ms: int = 0  # set only when client metrics are on
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -390,46 +456,34 @@ class ConsumeMessageConcurrentlyService:
 
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue,
                                dispatch_to_consume: bool) -> None:
-        """Split ``msgs`` into requests of ``consume_message_batch_max_size`` for the runner;
-        their results are settled in batches (``_settle``)."""
+        """Split ``msgs`` into requests of ``consume_message_batch_max_size`` for the runner (one
+        hand-off for all of them while listener calls are short); their results are settled in
+        batches (``_settle``)."""
         if self.stopped or pq.dropped:
             return
         consumer = self.consumer
         size = consumer.config.consume_message_batch_max_size
         queued = consumer.now_ms() if consumer.metrics is not None else 0
         consumer.reset_retry_and_namespace(msgs)
-        start = str(consumer.now_ms())
-        key = PropertyKey.CONSUME_START_TIMESTAMP
-        for m in msgs:
-            m.put_property(key, start)
-        if len(msgs) <= size:
-            reqs = [_ConcurrentRequest(list(msgs), pq, mq, queued)]
+        put_property_all(msgs, PropertyKey.CONSUME_START_TIMESTAMP, str(consumer.now_ms()))
+        with_context = self.with_context
+        # a request is (batch, its messages, its context): the request object and a context the
+        # listener does not take are made only when a result needs them (_ran)
+        batch = _Batch(pq, mq, queued)
+        if size == 1:
+            parts: list[list[MessageExt]] = [[m] for m in msgs]
         else:
-            reqs = [_ConcurrentRequest(msgs[i : i + size], pq, mq, queued) for i in range(0, len(msgs), size)]
-        pq.consuming_tasks += len(reqs)
-        runner, listener, with_context = self.runner, self.listener, self.with_context
-        chunk = runner.chunk_hint(len(reqs)) if len(reqs) > 1 else 1
-        if chunk <= 1:
-            for req in reqs:
-                context = ConsumeConcurrentlyContext(mq)
-                # the listener itself is the call (no wrapper frame per message)
-                args = (tuple(req.msgs), context) if with_context else (tuple(req.msgs),)
-                runner.submit_settled(listener, args, (req, context), self._settle)
-            return
-        # every worker is busy: one worker runs a chunk back to back (its listener still sees one
-        # request at a time), which saves a hand-off per request
-        for i in range(0, len(reqs), chunk):
-            part = reqs[i : i + chunk]
-            calls = [(tuple(r.msgs), ConsumeConcurrentlyContext(mq)) for r in part]
-            runner.submit_settled(_call_listener_many, (listener, with_context, calls),
-                                  (part, [c for _, c in calls]), self._settle_chunks)
-
-    def _settle_chunks(self, items: list[tuple[Any, Outcome]]) -> None:
-        flat: list[tuple[Any, Outcome]] = []
-        for (reqs, contexts), outcome in items:
-            outcomes = outcome.value if outcome.error is None else [outcome] * len(reqs)
-            flat.extend(zip(zip(reqs, contexts), outcomes))
-        self._settle(flat)
+            parts = [msgs[i : i + size] for i in range(0, len(msgs), size)]
+        if with_context:
+            contexts = [ConsumeConcurrentlyContext(mq) for _ in parts]
+            calls = [(tuple(p), c) for p, c in zip(parts, contexts)]
+            keys = [(batch, p, c) for p, c in zip(parts, contexts)]
+        else:
+            calls = [(tuple(p),) for p in parts]
+            keys = [(batch, p, None) for p in parts]
+        pq.consuming_tasks += len(parts)
+        # the listener itself is the call (no wrapper frame per message)
+        self.runner.submit_many(self.listener, calls, keys, self._settle)
 
     def _settle(self, items: list[tuple[Any, Outcome]]) -> None:
         """Results of listener calls: fully acknowledged successes are committed together, one
@@ -437,22 +491,24 @@ class ConsumeMessageConcurrentlyService:
         anything else goes through ``_ran`` one by one."""
         done: dict[int, list[Any]] = {}  # id(pq) -> [pq, mq, msgs, calls, elapsed ms]
         metered = self.consumer.metrics is not None
-        for (req, context), o in items:
-            pq, msgs = req.process_queue, req.msgs
-            if (o.error is None and o.value is ConsumeResult.SUCCESS and not pq.dropped
-                    and context.ack_index >= len(msgs) - 1):
+        success = ConsumeResult.SUCCESS
+        for (batch, msgs, context), o in items:
+            pq = batch.process_queue
+            if (o.error is None and o.value is success and not pq.dropped
+                    and (context is None or context.ack_index >= len(msgs) - 1)):
                 pq.consuming_tasks -= 1
                 if metered:
-                    _meter(self.consumer, req.message_queue, True, o.elapsed_ms, len(msgs), req.queued_ms)
+                    _meter(self.consumer, batch.message_queue, True, o.elapsed_ms, len(msgs), batch.queued_ms)
                 entry = done.get(id(pq))
                 if entry is None:
-                    done[id(pq)] = [pq, req.message_queue, list(msgs), 1, o.elapsed_ms]
+                    done[id(pq)] = [pq, batch.message_queue, list(msgs), 1, o.elapsed_ms]
                 else:
                     entry[2].extend(msgs)
                     entry[3] += 1
                     entry[4] += o.elapsed_ms
             else:
-                self._ran(o, req, context)
+                self._ran(o, _ConcurrentRequest(msgs, pq, batch.message_queue, batch.queued_ms),
+                          context if context is not None else ConsumeConcurrentlyContext(batch.message_queue))
         stats, store = self.consumer.stats, self.consumer.offset_store
         for pq, mq, msgs, calls, elapsed in done.values():
             stats.inc_consume_rt_many(self.group, mq.topic, calls, elapsed)

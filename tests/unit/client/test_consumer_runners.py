@@ -1,5 +1,6 @@
-"""Listener runners: results handed back to the reactor thread, exceptions as outcomes, chunks
-only when every worker is busy, stop without joining from a worker."""
+"""Listener runners: results handed back to the reactor thread, exceptions as outcomes, one
+hand-off for many short calls (spread again when calls are slow), stop without joining from a
+worker."""
 
 from __future__ import annotations
 
@@ -58,22 +59,63 @@ def test_thread_runner_results_and_exceptions() -> None:
     assert stopped[0].error is not None  # refused after stop, reported at once
 
 
-def test_chunks_only_when_every_worker_is_busy() -> None:
+def test_short_calls_go_out_as_one_task_and_are_settled_each() -> None:
+    reactor = FakeReactor()
+    r = ThreadRunner(reactor, 3, "T")
+    settled: list[tuple[Any, Outcome]] = []
+
+    def boom(x: int) -> int:
+        if x == 5:
+            raise ValueError("listener failed")
+        return x * 10
+
+    r.submit_many(boom, [(i,) for i in range(32)], [f"k{i}" for i in range(32)], settled.extend)
+    assert r._tasks.qsize() == 1  # one hand-off for the whole list
+    r.start()
+    reactor.drain_until(lambda: len(settled) == 32)
+    got = dict(settled)
+    assert {k: o.value for k, o in got.items() if k != "k5"} == {f"k{i}": i * 10 for i in range(32) if i != 5}
+    assert got["k5"].error.check(ValueError)
+    r.stop()
+    assert r.join(10)
+
+
+def test_slow_calls_go_out_one_per_task_while_a_worker_may_be_idle() -> None:
     reactor = FakeReactor()
     r = ThreadRunner(reactor, 2, "T")
+    r.slow_share = 0.5  # half the listener calls were slow lately
+    r.submit_many(lambda x: x, [(i,) for i in range(3)], ["a", "b", "c"], lambda items: None)
+    assert r._tasks.qsize() == 3
+    # more queued than workers: chunks of MAX_CHUNK per task
+    r.submit_many(lambda x: x, [(i,) for i in range(40)], list(range(40)), lambda items: None)
+    assert r._tasks.qsize() == 3 + 3
+    settled: list[tuple[Any, Outcome]] = []
+    r.stop()  # queued work is refused, each key once
+    r.submit_many(lambda: 1, [(), ()], ["x", "y"], settled.extend)
+    assert [k for k, o in settled] == ["x", "y"] and all(o.error is not None for _, o in settled)
+
+
+def test_a_slow_call_hands_the_rest_of_its_list_to_another_worker() -> None:
+    reactor = FakeReactor()
+    r = ThreadRunner(reactor, 2, "T")
+    last_ran = threading.Event()
+    threads: dict[int, str] = {}
+
+    def call(i: int) -> bool:
+        threads[i] = threading.current_thread().name
+        if i == 3:
+            last_ran.set()
+        if i == 1:  # after call 0 the later half (call 3) went back: it runs on the other worker
+            return last_ran.wait(10)
+        return True
+
+    settled: list[tuple[Any, Outcome]] = []
+    r.submit_many(call, [(i,) for i in range(4)], list(range(4)), settled.extend)
+    r.SLOW_CALL = 0.0  # every call counts as slow
     r.start()
-    assert r.chunk_hint(32) == 1
-    gate = threading.Event()
-    done: list[Outcome] = []
-    for _ in range(6):
-        r.submit(gate.wait, (10,), done.append)
-    # two workers hold a task each, four wait in the queue: more than one per worker
-    deadline = time.monotonic() + 10
-    while r._tasks.qsize() > 4 and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert r.chunk_hint(32) == ThreadRunner.MAX_CHUNK and r.chunk_hint(3) == 3
-    gate.set()
-    reactor.drain_until(lambda: len(done) == 6)
+    reactor.drain_until(lambda: len(settled) == 4)
+    assert all(o.value is True for _, o in settled)
+    assert threads[1] != threads[3]
     r.stop()
     assert r.join(10)
 
