@@ -14,6 +14,7 @@ are dispatched as one), so a reader of the file sees it current.
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import struct
@@ -82,6 +83,12 @@ class PrefixedKeyHash:
         if n <= _HASH_POWERS_MAX and key.isascii():
             return _fold(self._prefix_hash * _POW31[n] + _raw_hash(key))
         return index_key_hash(self.prefix + key)
+
+
+@functools.lru_cache(maxsize=64)
+def _entries(n: int) -> struct.Struct:
+    """``n`` consecutive index entries."""
+    return struct.Struct(">" + "iqii" * n)
 
 
 def file_size_of(hash_slot_num: int, index_num: int) -> int:
@@ -196,46 +203,50 @@ class IndexFile:
 
     def put_hashes(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamp: int,
                    start: int = 0) -> int:
-        """``put_hash`` for ``key_hashes[start:]`` (one store time) with the header written once at
-        the end: the file's bytes are those of the puts one by one. Returns the index after the
-        last key put (``len(key_hashes)`` unless the file filled up)."""
+        """``put_hash`` for ``key_hashes[start:]`` (one store time), the entries in one write and
+        the header once at the end: the file's bytes are those of the puts one by one. Returns
+        the index after the last key put (``len(key_hashes)`` unless the file filled up)."""
         count = self.index_count
-        room = self.index_num
-        slots = self.hash_slot_num
+        stop = min(len(key_hashes), start + self.index_num - count)
+        if stop <= start:
+            return start
+        begin = self.begin_timestamp
+        # Java's long division truncates toward zero (both are >= 0 where it runs), then clamps.
+        first_diff = 0 if begin <= 0 or store_timestamp < begin else min((store_timestamp - begin) // 1000, _INT_MAX)
+        if count <= 1:  # the file's first entry sets its begin, for the entries after it
+            self.begin_phy_offset = phy_offsets[start]
+            self.begin_timestamp = begin = store_timestamp
+        diff = 0 if begin <= 0 or store_timestamp < begin else min((store_timestamp - begin) // 1000, _INT_MAX)
         mm = self.mm
-        entries_at = self._entries_at
+        slots = self.hash_slot_num
         read_slot = _I32.unpack_from
-        write_slot = _I32.pack_into
-        write_entry = _ENTRY.pack_into
+        heads: dict[int, int] = {}  # slot position -> its newest entry, written after the entries
+        flat: list[int] = []
         slot_count = self.hash_slot_count
-        i, n = start, len(key_hashes)
-        while i < n and count < room:
-            key_hash = key_hashes[i]
-            phy_offset = phy_offsets[i]
+        c = count
+        for j in range(start, stop):
+            key_hash = key_hashes[j]
             slot_at = INDEX_HEADER_SIZE + (key_hash % slots) * HASH_SLOT_SIZE
-            prev = read_slot(mm, slot_at)[0]
-            if prev <= 0 or prev > count:
-                prev = 0
-                slot_count += 1
-            begin = self.begin_timestamp
-            if count <= 1:
-                self.begin_phy_offset = phy_offset
-                self.begin_timestamp = store_timestamp
-            if begin <= 0 or store_timestamp < begin:
-                time_diff = 0
-            else:
-                time_diff = min((store_timestamp - begin) // 1000, _INT_MAX)
-            write_entry(mm, entries_at + count * INDEX_SIZE, key_hash, phy_offset, time_diff, prev)
-            write_slot(mm, slot_at, count)
-            count += 1
-            self.end_phy_offset = phy_offset
-            i += 1
-        if i > start:
-            self.index_count = count
-            self.hash_slot_count = slot_count
-            self.end_timestamp = store_timestamp
-            self._write_header()
-        return i
+            prev = heads.get(slot_at)
+            if prev is None:
+                prev = read_slot(mm, slot_at)[0]
+                if prev <= 0 or prev > c:
+                    prev = 0
+                    slot_count += 1
+            heads[slot_at] = c
+            flat += (key_hash, phy_offsets[j], diff, prev)
+            c += 1
+        flat[2] = first_diff
+        _entries(stop - start).pack_into(mm, self._entries_at + count * INDEX_SIZE, *flat)
+        write_slot = _I32.pack_into
+        for slot_at, entry in heads.items():
+            write_slot(mm, slot_at, entry)
+        self.index_count = c
+        self.hash_slot_count = slot_count
+        self.end_phy_offset = phy_offsets[stop - 1]
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return stop
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_timestamp, self.end_timestamp
