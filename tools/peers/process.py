@@ -14,6 +14,7 @@ Exit codes: 0 ok, 2 usage/client error, 3 consume timeout (records received so f
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,7 +45,7 @@ class PeerError(RuntimeError):
     """A peer process failed (bad arguments, client exception, crash)."""
 
     def __init__(self, message: str, returncode: int | None = None, stderr: str = "") -> None:
-        tail = stderr.strip()[-3000:]
+        tail = stderr.strip()[-6000:]
         super().__init__(f"{message}" + (f"\n--- peer stderr (tail) ---\n{tail}" if tail else ""))
         self.returncode = returncode
         self.stderr = stderr
@@ -71,6 +72,7 @@ class PeerProcess(Generic[R]):
         self._events: list[PeerEvent] = []
         self._bad_output: PeerOutputError | None = None
         self._stderr_file = tempfile.TemporaryFile(mode="w+b")
+        self._cwd = cwd
         self.started_at = time.monotonic()
         self.deadline = self.started_at + deadline_s
         self._proc = subprocess.Popen(
@@ -128,8 +130,12 @@ class PeerProcess(Generic[R]):
         return self._proc.poll() is None
 
     def stderr_text(self) -> str:
+        """The peer's stderr, then the warnings of the client's own log files (why a route or send
+        failed is often only there, and the peer's HOME is removed after the test)."""
         self._stderr_file.seek(0)
-        return self._stderr_file.read().decode("utf-8", errors="replace")
+        text = self._stderr_file.read().decode("utf-8", errors="replace")
+        warnings = client_log_warnings(os.path.join(self._cwd, "logs"))
+        return f"{text}\n--- client log warnings (tail) ---\n{warnings}" if warnings else text
 
     # -- waiting
 
@@ -203,6 +209,24 @@ class PeerProcess(Generic[R]):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# logback's WARN/ERROR, boost.log's (warning)/(error) in the C++ client's log.
+_WARNING = re.compile(r"\((warning|error|fatal)\)|\b(WARN|ERROR)\b")
+
+
+def client_log_warnings(log_dir: str, lines: int = 30) -> str:
+    """The last WARN/ERROR lines of every file under ``log_dir`` (the Java client's rocketmqlogs, the
+    C++ client's rocketmq-cpp)."""
+    found: list[str] = []
+    for root, _dirs, files in os.walk(log_dir):
+        for name in sorted(files):
+            try:
+                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as f:
+                    found.extend(f"{name}: {line.rstrip()}" for line in f if _WARNING.search(line))
+            except OSError:
+                continue
+    return "\n".join(found[-lines:])
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
