@@ -32,6 +32,9 @@ Spark executor). This module is where the first turns into the second:
   queue was empty), and each outcome goes to a sink: a ``Waiter`` (a bare lock the caller blocks
   on, the cheapest wake-up), a ``concurrent.futures.Future`` (``FutureSink``) or a callback.
   When the reactor stops, every queued or pending sink fails with ReactorStoppedError.
+  ``LightFuture`` (a ``concurrent.futures.Future`` that makes its Condition only when a thread
+  waits on it) and ``Window`` (a bound on calls handed off, released by their sinks) keep the
+  per-call cost of ``send_async`` low.
 
 Twisted objects are touched only in the reactor thread: the wrapped functions run there.
 """
@@ -62,7 +65,9 @@ __all__ = [
     "ReactorStoppedError",
     "ReactorThreadError",
     "FutureSink",
+    "LightFuture",
     "Waiter",
+    "Window",
     "blocking",
     "call",
     "delegate",
@@ -327,20 +332,146 @@ class Waiter:
         return self.result
 
 
+_PENDING = concurrent.futures._base.PENDING
+_FINISHED = concurrent.futures._base.FINISHED
+_SETTLED = frozenset({_FINISHED, concurrent.futures._base.CANCELLED,
+                      concurrent.futures._base.CANCELLED_AND_NOTIFIED})
+#: Guards every LightFuture that has no Condition yet (held for a few attribute writes only).
+_light_lock = threading.Lock()
+
+
+class LightFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+    """A ``concurrent.futures.Future`` whose Condition (eight GC-tracked objects, the bulk of a
+    Future's cost) is made only when a thread needs it: ``result()``, ``wait()``, ``done()``...
+
+    Until then ``set_result``, ``set_exception`` and ``add_done_callback`` run under one shared
+    lock. The Condition is made under that lock too, so an operation either completes on the
+    shared lock before it exists or runs on it after (the base class's code): they never mix.
+    Relies on the attribute protocol of CPython's ``concurrent.futures._base`` (3.11-3.13).
+    """
+
+    _waiters: Any = ()  # a list once the Condition exists (wait()/as_completed() append to it)
+    _done_callbacks: Any = ()
+
+    def __init__(self) -> None:  # no super().__init__: it makes the Condition
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        self._cond: threading.Condition | None = None
+
+    @property  # type: ignore[override]
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _light_lock:
+                cond = self._cond
+                if cond is None:
+                    self._waiters = []
+                    if not self._done_callbacks:
+                        self._done_callbacks = []
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None:
+        if self._cond is None:
+            with _light_lock:
+                if self._cond is None:
+                    if self._state not in _SETTLED:
+                        if self._done_callbacks:
+                            self._done_callbacks.append(fn)
+                        else:
+                            self._done_callbacks = [fn]
+                        return
+                    run_now = True
+                else:
+                    run_now = False
+            if run_now:
+                try:
+                    fn(self)
+                except Exception:
+                    concurrent.futures._base.LOGGER.exception("exception calling callback for %r", self)
+                return
+        super().add_done_callback(fn)
+
+    def _settle_light(self, result: Any, exception: BaseException | None) -> bool:
+        """Settle without a Condition when none exists; False when the base class must."""
+        with _light_lock:
+            if self._cond is not None:
+                return False
+            if self._state in _SETTLED:
+                raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._exception = exception
+            self._state = _FINISHED
+        self._invoke_callbacks()
+        return True
+
+    def set_result(self, result: Any) -> None:
+        if not self._settle_light(result, None):
+            super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        if not self._settle_light(None, exception):
+            super().set_exception(exception)
+
+
+class Window:
+    """At most ``size`` calls handed off and not yet settled: a BoundedSemaphore's job with a
+    plain lock (no Condition round trip unless a caller has to wait). Any thread may release."""
+
+    __slots__ = ("_lock", "_free", "_waiting", "_room")
+
+    def __init__(self, size: int) -> None:
+        self._lock = threading.Lock()
+        self._free = size
+        self._waiting = 0
+        self._room = threading.Condition(self._lock)
+
+    def acquire(self, timeout: float) -> bool:
+        """Take a slot, waiting up to ``timeout`` seconds for one; False if none came."""
+        with self._lock:
+            if self._free > 0:
+                self._free -= 1
+                return True
+            self._waiting += 1
+            try:
+                if not self._room.wait_for(self._has_room, timeout):
+                    return False
+            finally:
+                self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def _has_room(self) -> bool:
+        return self._free > 0
+
+    def release(self) -> None:
+        with self._lock:
+            self._free += 1
+            if self._waiting:
+                self._room.notify()
+
+
 class FutureSink:
-    """A sink settling a ``concurrent.futures.Future`` (its callbacks run in the reactor thread)."""
+    """A sink settling a ``concurrent.futures.Future`` (its callbacks run in the reactor thread);
+    the call's ``window`` slot, if any, is given back first (once, when the call ends)."""
 
-    __slots__ = ("future", "deferred")
+    __slots__ = ("future", "deferred", "window")
 
-    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+    def __init__(self, future: concurrent.futures.Future[Any], window: Window | None = None) -> None:
         self.future = future
         self.deferred: Deferred[Any] | None = None
+        self.window = window
 
     def ok(self, result: Any) -> None:
+        if self.window is not None:
+            self.window.release()
         with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled at shutdown
             self.future.set_result(result)
 
     def fail(self, failure: Failure) -> None:
+        if self.window is not None:
+            self.window.release()
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             self.future.set_exception(failure.value)
 

@@ -107,7 +107,7 @@ class Producer:
         self._options = options
         self._core: _CoreProducer | None = None
         self._lock = threading.Lock()
-        self._async_slots: threading.BoundedSemaphore | None = None
+        self._async_window: _facade.Window | None = None
         self._oneway_slots: threading.BoundedSemaphore | None = None
         self._reactor: Any = None
 
@@ -126,7 +126,7 @@ class Producer:
                 raise RuntimeError("the producer was started already")
             self._reactor = reactor = _facade.ensure_reactor()
             self._core = _facade.call(self._build, reactor, timeout=LIFECYCLE_TIMEOUT)
-            self._async_slots = threading.BoundedSemaphore(self._core.config.max_inflight_async)
+            self._async_window = _facade.Window(self._core.config.max_inflight_async)
             self._oneway_slots = threading.BoundedSemaphore(
                 min(self._core.config.max_inflight_oneway, ONEWAY_HANDOFF_WINDOW))
         _facade.call(self._core.start, timeout=LIFECYCLE_TIMEOUT)
@@ -240,21 +240,28 @@ class Producer:
         for one to end, so a fast sender cannot queue without bound.
         """
         core = self.core
-        fut: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
+        fut: concurrent.futures.Future[SendResult] = _facade.LightFuture()
         if callback is not None:
             reactor = self._reactor
             fut.add_done_callback(lambda f: reactor.callFromThread(reactor.callInThread, callback, f))
-        slots = self._async_slots
-        assert slots is not None
+        window = self._async_window
+        assert window is not None
         budget = core.config.send_msg_timeout / 1000 if timeout is None else timeout
-        if not slots.acquire(timeout=budget):
+        if not window.acquire(budget):
             fut.set_exception(RemotingTooManyRequestsError(
                 "send message tryAcquire semaphoreAsyncNum timeout"))
             return fut
-        fut.add_done_callback(lambda _: slots.release())
-
-        _facade.submit(core.send_async, msg, sink=_facade.FutureSink(fut), queue=queue,
-                       selector=selector, arg=arg, timeout=timeout)
+        # the slot goes back when the send ends (not when a caller cancels the future)
+        sink = _facade.FutureSink(fut, window)
+        try:
+            if queue is None and selector is None and arg is None and timeout is None:
+                _facade.submit(core.send_async, msg, sink=sink)
+            else:
+                _facade.submit(core.send_async, msg, sink=sink, queue=queue, selector=selector,
+                               arg=arg, timeout=timeout)
+        except BaseException:
+            window.release()
+            raise
         return fut
 
     def request(self, msg: Message, timeout: float = 3.0, *, queue: MessageQueue | None = None,

@@ -29,8 +29,10 @@ from twisted.python import threadable
 from rmqwire.client.blocking import (
     CallTimeoutError,
     FutureSink,
+    LightFuture,
     ReactorThreadError,
     Waiter,
+    Window,
     blocking,
     call,
     delegate,
@@ -398,6 +400,123 @@ def test_submit_from_many_threads(reactor: Any) -> None:
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(one_thread, range(8)))
     assert results == [[(n, i) for i in range(50)] for n in range(8)]
+
+
+# ---- LightFuture and Window: the cheap per-call objects of send_async ---------------------------
+
+
+def test_light_future_is_a_future_settled_without_a_condition() -> None:
+    seen: list[Any] = []
+    f = LightFuture()
+    assert isinstance(f, concurrent.futures.Future)
+    f.add_done_callback(lambda g: seen.append(("first", g)))
+    f.add_done_callback(lambda g: seen.append(("second", g)))
+    f.set_result(5)
+    assert f._cond is None  # nobody asked for the Condition: none was made
+    assert seen == [("first", f), ("second", f)]
+    f.add_done_callback(lambda g: seen.append(("late", g)))  # settled: runs at once
+    assert seen[-1] == ("late", f)
+    assert (f.done(), f.result(0), f.exception(0)) == (True, 5, None)
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        f.set_result(6)
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        f.set_exception(Boom())
+    g = LightFuture()
+    boom = Boom("x")
+    g.set_exception(boom)
+    with pytest.raises(Boom) as info:
+        g.result(0)
+    assert info.value is boom
+    assert "raised Boom" in repr(g)
+
+
+def test_light_future_wait_cancel_and_module_functions() -> None:
+    # result() in another thread, wait(), as_completed(), cancel(): the base class's code on
+    # the Condition made when first needed; a callback added before still runs once
+    f, g, h = LightFuture(), LightFuture(), LightFuture()
+    calls: list[Any] = []
+    f.add_done_callback(calls.append)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(f.result, WAIT)
+        g.set_result("g")
+        done, not_done = concurrent.futures.wait([f, g], timeout=0)
+        assert (done, not_done) == ({g}, {f})
+        f.set_result("f")
+        assert waiting.result(WAIT) == "f"
+    assert calls == [f]
+    assert [x.result(0) for x in concurrent.futures.as_completed([f, g], timeout=WAIT)] in (
+        ["f", "g"], ["g", "f"])
+    cancelled: list[Any] = []
+    h.add_done_callback(cancelled.append)
+    assert h.cancel() and h.cancelled() and cancelled == [h]
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        h.set_result(1)  # FutureSink suppresses this for a send the caller cancelled
+
+
+def test_light_future_races_settle_each_callback_once() -> None:
+    # settle, add callbacks and wait from three threads at once, many times: every callback
+    # runs exactly once and every waiter gets the result, whichever path each operation took
+    rounds = 2000
+    futures = [LightFuture() for _ in range(rounds)]
+    counts = [0] * rounds
+    results: list[Any] = [None] * rounds
+    start = threading.Barrier(3)
+
+    def settle() -> None:
+        start.wait()
+        for i, f in enumerate(futures):
+            f.set_result(i)
+
+    def add() -> None:
+        start.wait()
+        for i, f in enumerate(futures):
+            f.add_done_callback(lambda _, i=i: counts.__setitem__(i, counts[i] + 1))
+
+    def wait() -> None:
+        start.wait()
+        for i, f in enumerate(futures):
+            if i % 3 == 0:
+                results[i] = f.result(WAIT)
+
+    threads = [threading.Thread(target=t) for t in (settle, add, wait)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert counts == [1] * rounds
+    assert [r for i, r in enumerate(results) if i % 3 == 0] == list(range(0, rounds, 3))
+
+
+def test_window_bounds_and_wakes_a_waiting_caller() -> None:
+    w = Window(2)
+    assert w.acquire(0) and w.acquire(0)
+    assert not w.acquire(SHORT)  # full: times out
+    got = threading.Event()
+
+    def take() -> None:
+        if w.acquire(WAIT):
+            got.set()
+
+    t = threading.Thread(target=take)
+    t.start()
+    w.release()  # from another thread, as a sink in the reactor thread does
+    assert got.wait(WAIT)
+    t.join(WAIT)
+    assert not w.acquire(0)
+
+
+def test_future_sink_gives_its_window_slot_back_once(reactor: Any) -> None:
+    w = Window(1)
+    assert w.acquire(0)
+    fut = LightFuture()
+    fut.cancel()  # the caller gave up on it: the slot stays taken until the call ends
+    assert not w.acquire(0)
+    d: Deferred[int] = Deferred()
+    submit(lambda: d, sink=FutureSink(fut, w))
+    call(lambda: None, timeout=WAIT)
+    assert not w.acquire(0)
+    call(d.callback, 3, timeout=WAIT)
+    assert w.acquire(0)
 
 
 def test_interpreter_exit_fails_submitted_calls() -> None:
