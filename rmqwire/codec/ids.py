@@ -158,6 +158,22 @@ class UniqueIdGenerator:
             self._counter += 1
         return f"{self._prefix}{diff:08X}{counter:04X}"
 
+    def next_ids(self, n: int) -> list[str]:
+        """``n`` ids in one step (one clock read, one lock): what ``n`` calls of ``next_id`` in
+        the same millisecond, with no other caller between them, return."""
+        now = self._clock()
+        with self._lock:
+            if now >= self._next_start:
+                self._start, self._next_start = _month_bounds_ms(now)
+            diff = (now - self._start) & 0xFFFFFFFF
+            signed = diff - 0x100000000 if diff & 0x80000000 else diff
+            if -1_000_000 < signed < 0:
+                diff = 0
+            first = self._counter
+            self._counter += n
+        head = f"{self._prefix}{diff:08X}"
+        return [f"{head}{c & 0xFFFF:04X}" for c in range(first, first + n)]
+
     __call__ = next_id
 
 

@@ -610,18 +610,31 @@ class Producer:
         max_size = self.config.max_message_size
         check_topic(topic)
         check_not_allowed_send_topic(topic)
-        next_id = self._instance().unique_ids.next_id
+        ids = self._instance().unique_ids
         namespaced = with_namespace(self._namespace, topic) if self._namespace else None
-        for m in msgs:
-            check_message_body(m, max_size)
-            props = m.properties
-            if PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-                props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = next_id()
-            if namespaced is not None:
-                m.topic = namespaced
+        uniq = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        # Java tags each message right after checking it, then the batch: the ids are made in one
+        # step afterwards, in that order (a message listed twice is tagged once, as in Java)
+        untagged: list[dict[str, str]] = []
+        try:
+            for m in msgs:
+                check_message_body(m, max_size)
+                props = m.properties
+                if uniq not in props:
+                    props[uniq] = ""  # a place in the map's order; the id comes below
+                    untagged.append(props)
+                if namespaced is not None:
+                    m.topic = namespaced
+        except Exception:
+            for props, uid in zip(untagged, ids.next_ids(len(untagged))):
+                props[uniq] = uid  # the messages before the bad one keep their ids, as in Java
+            raise
+        new_ids = ids.next_ids(len(untagged) + 1)
+        for props, uid in zip(untagged, new_ids):
+            props[uniq] = uid
         props = {
             PropertyKey.WAIT_STORE_MSG_OK: "true" if wait else "false",
-            PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: next_id(),
+            uniq: new_ids[-1],
         }
         return _Batch(first.topic, encode_batch(msgs), props, msgs)
 

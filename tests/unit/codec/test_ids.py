@@ -195,3 +195,20 @@ def test_unique_id_round_trip(ip, pid, hash_code, now, counter):
     assert uid == uid.upper() and len(uid) == (56 if ":" in ip else 32)
     assert (info.ip, info.pid, info.hash_code, info.counter) == (ip, pid & 0xFFFF, hash_code, counter & 0xFFFF)
     assert info.nearly_time_ms(now + 1) == now
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(_local_ms(2023, 12, 31, 23, 0, 0), _local_ms(2024, 1, 1, 1, 0, 0)),
+    st.integers(-30_000, 30_000),
+    st.integers(0, 0x1FFFF),
+    st.integers(0, 40),
+)
+def test_next_ids_equal_next_id_calls_in_one_millisecond(t0, step, counter, n):
+    # two generators in the same state (the second clock read may cross a month or step back)
+    clock = [t0]
+    a = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: clock[0], counter_start=counter)
+    b = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: clock[0], counter_start=counter)
+    clock[0] = t0 + step
+    assert a.next_ids(n) == [b.next_id() for _ in range(n)]
+    assert a.next_id() == b.next_id()  # the counter moved on by n in both
