@@ -83,7 +83,60 @@ class RequestContext:
     request: RemotingCommand | None = None
 
 
-HandlerResult: TypeAlias = "RemotingCommand | Deferred[RemotingCommand | None] | None"
+class HeldResponse:
+    """An answer known now but sent later, without a Deferred chain: a SYNC_FLUSH send's response is
+    built from the append result, then waits for the disk. A handler returns it (a typed responder
+    with its value, e.g. a ``Response``); the channel frames it at once and keeps it. ``release()``
+    on the reactor writes that frame; ``release(code, remark)`` the same response with another code
+    and remark instead (e.g. FLUSH_DISK_TIMEOUT). Only the first release counts."""
+
+    __slots__ = ("response", "released", "_code", "_remark", "_channel", "_request", "_frame",
+                 "_observer", "_started")
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self.released = False
+        self._code: int | None = None
+        self._remark: str | None = None
+        self._channel: Any = None
+        self._request: RemotingCommand | None = None
+        self._frame: bytes | None = None
+        self._observer: RpcObserver | None = None
+        self._started = 0.0
+
+    def release(self, code: int | None = None, remark: str | None = None) -> None:
+        if self.released:
+            return
+        self.released = True
+        self._code, self._remark = code, remark
+        if self._channel is not None:   # else not bound yet (it is sent when bound) or never sent
+            self._channel._send_held(self)
+
+    def bind(self, channel: Any, request: RemotingCommand, frame: bytes) -> None:
+        """The channel that will write ``frame`` (the framed response) on release."""
+        self._channel, self._request, self._frame = channel, request, frame
+        if self.released:
+            channel._send_held(self)
+
+    def final_response(self) -> RemotingCommand:
+        """The response as released (the prepared one, or it with the release's code)."""
+        response: RemotingCommand = self.response
+        if self._code is not None:
+            response = dataclasses.replace(response, code=self._code, remark=self._remark)
+        return response
+
+    def observe(self) -> None:
+        """Tell the Dispatcher's observer, with the time from the request to the release."""
+        observer = self._observer
+        if observer is not None and self._request is not None:
+            try:
+                observer.record(self._request, self.final_response(),
+                                time.perf_counter() - self._started, True)
+            except Exception:
+                Dispatcher.log.failure("recording the rpc latency failed")
+
+
+HandlerResult: TypeAlias = "RemotingCommand | HeldResponse | Deferred[RemotingCommand | None] | None"
 Handler: TypeAlias = Callable[[RemotingCommand, RequestContext], HandlerResult]
 
 
@@ -182,7 +235,10 @@ class _TypedHandler:
             return result.addCallback(self._encode, request)
         return self._encode(result, request)
 
-    def _encode(self, value: Any, request: RemotingCommand) -> RemotingCommand | None:
+    def _encode(self, value: Any, request: RemotingCommand) -> RemotingCommand | HeldResponse | None:
+        if type(value) is HeldResponse:
+            value.response = self._encode(value.response, request)
+            return value if value.response is not None else None
         result = self.command.as_response(value)
         if result is None or isinstance(result, RemotingCommand):
             return result
@@ -308,9 +364,10 @@ class Dispatcher:
         d.addCallback(_await_coroutine)
 
         def after(response: Any) -> Any:
-            if isinstance(response, RemotingCommand):
+            built = response.response if type(response) is HeldResponse else response
+            if isinstance(built, RemotingCommand):
                 for hook in self.hooks:
-                    hook.after_response(context.peer, request, response)
+                    hook.after_response(context.peer, request, built)
             return response
 
         return d.addCallback(after)
@@ -318,8 +375,10 @@ class Dispatcher:
     def error_response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
         return request.response_to(code, remark, language=self.language, version=self.version)
 
-    def _check(self, request: RemotingCommand, result: object) -> RemotingCommand | None:
+    def _check(self, request: RemotingCommand, result: object) -> RemotingCommand | HeldResponse | None:
         if result is None or isinstance(result, RemotingCommand):
+            return result
+        if type(result) is HeldResponse and isinstance(result.response, RemotingCommand):
             return result
         raise TypeError(
             f"handler for request code {request.code} returned {type(result).__name__}, "
@@ -346,16 +405,21 @@ class Dispatcher:
     def _observed(self, response: RemotingCommand | None, observer: RpcObserver, request: RemotingCommand,
                   started: float, pending: bool) -> RemotingCommand | None:
         """``_finish`` after telling the observer (one callback for both: this is per request)."""
-        if response is not None:  # None: nothing is answered (Java records nothing either)
+        if type(response) is HeldResponse:  # recorded when released
+            response._observer, response._started = observer, started
+        elif response is not None:  # None: nothing is answered (Java records nothing either)
             try:
                 observer.record(request, response, time.perf_counter() - started, pending)
             except Exception:
                 self.log.failure("recording the rpc latency failed")
         return self._finish(request, response)
 
-    def _finish(self, request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
+    def _finish(self, request: RemotingCommand, response: Any) -> Any:
         if response is None or request.flag & FLAG_ONEWAY:
             return None  # Java's writeResponse drops responses to oneway requests
+        if type(response) is HeldResponse:
+            response.response = self._finish(request, response.response)
+            return response
         if (response.opaque == request.opaque and response.flag == FLAG_RESPONSE
                 and response.language is self.language and response.version == self.version):
             return response  # already so (a handler's response_to): no copy

@@ -40,6 +40,7 @@ from rmqwire.remoting.connection import (
 )
 from rmqwire.remoting.dispatcher import (
     Dispatcher,
+    HeldResponse,
     RequestContext,
     exception_simple_desc,
 )
@@ -364,7 +365,7 @@ class RemotingProtocol(Protocol):
         self._notify_drained()
         return result
 
-    def _respond(self, response: RemotingCommand | None, request: RemotingCommand) -> None:
+    def _respond(self, response: RemotingCommand | HeldResponse | None, request: RemotingCommand) -> None:
         if response is None or request.is_oneway:
             return
         if not self.is_open:
@@ -373,13 +374,41 @@ class RemotingProtocol(Protocol):
                 code=request.code, opaque=request.opaque, peer=self.peer,
             )
             return
+        if type(response) is HeldResponse:
+            # framed now, written on release: nothing is left to do per answer then
+            self._dispatching += 1
+            response.bind(self, request, self._frame(request, response.response))
+            return
+        self._write(self._frame(request, response))
+
+    def _frame(self, request: RemotingCommand, response: RemotingCommand) -> bytes:
         try:
-            data = self.connection.send_response(request, response)
+            return self.connection.send_response(request, response)
         except CodecError as e:
             # e.g. a header too large to frame: answer like a failed processor instead
             self.log.failure("cannot encode response to {code}", Failure(), code=request.code)
             error = self.dispatcher.error_response(
                 request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(e)
             )
-            data = self.connection.send_response(request, error)
-        self._write(data)
+            return self.connection.send_response(request, error)
+
+    def _send_held(self, held: HeldResponse) -> None:
+        """``held`` was released: write its frame (or the response with the release's code)."""
+        request = held._request
+        assert request is not None
+        self._dispatching -= 1
+        try:
+            if held._observer is not None:
+                held.observe()
+            if not self.is_open:
+                self.log.warn(
+                    "dropping response to request {code} opaque {opaque}: connection to {peer} closed",
+                    code=request.code, opaque=request.opaque, peer=self.peer,
+                )
+            elif held._code is None:
+                self._write(held._frame)  # type: ignore[arg-type]
+            else:
+                self._write(self._frame(request, held.final_response()))
+        finally:
+            if self._drain_waiters:
+                self._notify_drained()

@@ -22,6 +22,7 @@ from rmqwire.server.store.results import PutMessageResult, PutMessageStatus
 
 __all__ = [
     "FlushDiskWatcher",
+    "FlushListener",
     "FlushRealTimeService",
     "GroupCommitRequest",
     "GroupCommitService",
@@ -81,11 +82,18 @@ class ServiceThread:
                 log.error("%s did not stop within %.0f s", self.name, timeout)
 
 
-class GroupCommitRequest:
-    """A writer waiting until the commit log is flushed up to ``next_offset``; ``future`` gets
-    ``result`` (PUT_OK), or a copy of it with FLUSH_DISK_TIMEOUT."""
+#: Told of a round's completed listened requests (``GroupCommitRequest.token`` set), from the
+#: flush or watcher thread: one call per round, each request with PUT_OK or FLUSH_DISK_TIMEOUT.
+FlushListener = Callable[[list[tuple["GroupCommitRequest", PutMessageStatus]]], None]
 
-    __slots__ = ("next_offset", "deadline", "future", "result")
+
+class GroupCommitRequest:
+    """A writer waiting until the commit log is flushed up to ``next_offset``: ``future`` gets
+    ``result`` (PUT_OK), or a copy of it with FLUSH_DISK_TIMEOUT. A listened request (no future)
+    goes to the store's flush listener instead, with its ``token`` (the writer's, e.g. its held
+    response; the listener dedups the flush's and the watcher's completions)."""
+
+    __slots__ = ("next_offset", "deadline", "future", "result", "token", "done")
 
     def __init__(
         self,
@@ -93,15 +101,21 @@ class GroupCommitRequest:
         timeout_ms: int,
         result: PutMessageResult,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        listened: bool = False,
     ) -> None:
         self.next_offset = next_offset
         self.deadline = clock() + timeout_ms / 1000.0
         self.result = result
-        self.future: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
+        self.token: object = None
+        self.done = False
+        self.future: concurrent.futures.Future[PutMessageResult] | None = (
+            None if listened else concurrent.futures.Future())
 
     def wakeup_customer(self, status: PutMessageStatus) -> None:
         """Complete the future once; later completions (flush vs. watcher) are ignored."""
-        if self.future.done():
+        self.done = True
+        if self.future is None or self.future.done():
             return
         result = self.result
         if status is not PutMessageStatus.PUT_OK:
@@ -122,9 +136,11 @@ class FlushDiskWatcher(ServiceThread):
 
     name = "FlushDiskWatcher"
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 listener: Callable[[], FlushListener | None] = lambda: None) -> None:
         super().__init__()
         self._clock = clock
+        self._listener = listener
         self._requests: collections.deque[GroupCommitRequest] = collections.deque()
 
     def add(self, request: GroupCommitRequest) -> None:
@@ -139,12 +155,16 @@ class FlushDiskWatcher(ServiceThread):
             wait = 0.5
             while requests:
                 req = requests[0]
-                if req.future.done():
+                if req.done:
                     requests.popleft()
                     continue
                 left = req.deadline - self._clock()
                 if left <= 0:
-                    req.wakeup_customer(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    if req.future is None:
+                        req.done = True
+                        _tell(self._listener(), [(req, PutMessageStatus.FLUSH_DISK_TIMEOUT)])
+                    else:
+                        req.wakeup_customer(PutMessageStatus.FLUSH_DISK_TIMEOUT)
                     requests.popleft()
                     continue
                 wait = min(left, 0.5)
@@ -164,12 +184,15 @@ class GroupCommitService(ServiceThread):
         on_flushed: Callable[[int], None],
         *,
         wait_interval_s: float = 0.01,
+        listener: Callable[[], FlushListener | None] = lambda: None,
     ) -> None:
         """``flush()`` makes the commit log durable and returns the flushed offset;
-        ``on_flushed(offset)`` runs after each flush (dispatch, checkpoint time)."""
+        ``on_flushed(offset)`` runs after each flush (dispatch, checkpoint time); ``listener()``
+        gives the flush listener for listened requests."""
         super().__init__()
         self._flush = flush
         self._on_flushed = on_flushed
+        self._listener = listener
         self._interval = wait_interval_s
         # Writers append, the flush thread takes everything at the start of a round (Java swaps
         # two lists under a spin lock; a deque needs no lock at all).
@@ -184,6 +207,7 @@ class GroupCommitService(ServiceThread):
         pending = self._requests
         requests = [pending.popleft() for _ in range(len(pending))]
         flushed = self._flush()
+        listened: list[tuple[GroupCommitRequest, PutMessageStatus]] = []
         for req in requests:
             ok = flushed >= req.next_offset
             # Behind only when an fdatasync failed: retry, then report FLUSH_DISK_TIMEOUT.
@@ -192,7 +216,15 @@ class GroupCommitService(ServiceThread):
                     break
                 flushed = self._flush()
                 ok = flushed >= req.next_offset
-            req.wakeup_customer(PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            status = PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT
+            if req.future is None:
+                if not req.done:
+                    req.done = True
+                    listened.append((req, status))
+            else:
+                req.wakeup_customer(status)
+        if listened:  # the round's listened writers in one call
+            _tell(self._listener(), listened)
         try:
             self._on_flushed(flushed)
         except Exception:
@@ -210,6 +242,16 @@ class GroupCommitService(ServiceThread):
             self.do_commit()
         except Exception:
             log.exception("%s: final flush failed", self.name)
+
+
+def _tell(listener: FlushListener | None, done: list[tuple[GroupCommitRequest, PutMessageStatus]]) -> None:
+    if listener is None:  # a listened request is only made while a listener is set
+        log.error("no flush listener for %d completed requests", len(done))
+        return
+    try:
+        listener(done)
+    except Exception:
+        log.exception("flush listener failed")
 
 
 class FlushRealTimeService(ServiceThread):

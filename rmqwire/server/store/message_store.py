@@ -68,6 +68,7 @@ from rmqwire.server.store.consume_queue import BoundaryType, ConsumeQueue
 from rmqwire.server.store.filter import MessageFilter
 from rmqwire.server.store.flush import (
     FlushDiskWatcher,
+    FlushListener,
     FlushRealTimeService,
     GroupCommitRequest,
     GroupCommitService,
@@ -124,12 +125,13 @@ Dispatcher = Callable[[DispatchRequest], None]
 PutMessageHook = Callable[[MessageExt], "PutMessageResult | None"]
 
 
-_PutOutcome = PutMessageResult | concurrent.futures.Future[PutMessageResult]
+_PutOutcome = PutMessageResult | concurrent.futures.Future[PutMessageResult] | GroupCommitRequest
 
 
 def _as_future(r: _PutOutcome) -> concurrent.futures.Future[PutMessageResult]:
     if isinstance(r, concurrent.futures.Future):
         return r
+    assert isinstance(r, PutMessageResult)  # listened requests come from put_listened only
     f: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
     f.set_result(r)
     return f
@@ -249,6 +251,7 @@ class DefaultMessageStore:
         self._loaded = False
         self._shutdown = True
         self._group_commit: GroupCommitService | None = None
+        self._flush_listener: FlushListener | None = None
         self._flush_watcher: FlushDiskWatcher | None = None
         self._flush_real_time: FlushRealTimeService | None = None
         self._scheduler: _Scheduler | None = None
@@ -301,8 +304,9 @@ class DefaultMessageStore:
         self._write_abort_file()
         cfg = self.config
         if cfg.is_sync_flush:
-            self._flush_watcher = FlushDiskWatcher(self._clock)
-            self._group_commit = GroupCommitService(self._flush_all_commit_log, self._after_commit_log_flush)
+            self._flush_watcher = FlushDiskWatcher(self._clock, lambda: self._flush_listener)
+            self._group_commit = GroupCommitService(self._flush_all_commit_log, self._after_commit_log_flush,
+                                                    listener=lambda: self._flush_listener)
             self._flush_watcher.start()
             self._group_commit.start()
         else:
@@ -699,15 +703,34 @@ class DefaultMessageStore:
         """
         return _as_future(self._put_messages(batch))
 
-    def _wait(self, r: PutMessageResult | concurrent.futures.Future[PutMessageResult]) -> PutMessageResult:
+    def set_flush_listener(self, listener: FlushListener | None) -> None:
+        """Where SYNC_FLUSH completions of ``put_listened`` go: one call per group-commit round
+        (and per timed-out request) from the flush or watcher thread, with each completed
+        request and its status (PUT_OK once a flush covered it, or FLUSH_DISK_TIMEOUT). The
+        listener may see a request twice (flushed, and timed out meanwhile): the first counts."""
+        self._flush_listener = listener
+
+    def put_listened(self, msg: MessageExt, *, batch: bool = False) -> PutMessageResult | GroupCommitRequest:
+        """``async_put_message`` (``async_put_messages`` with ``batch``) without a Future: the
+        result now, or, when a SYNC_FLUSH writer must wait and a flush listener is set, the
+        waiting request (its ``result`` is the PUT_OK one; set its ``token`` before returning to
+        the thread that the listener hands completions to)."""
+        r = self._put_messages(msg, listened=True) if batch else self._put_message(msg, listened=True)
+        if isinstance(r, concurrent.futures.Future):  # no listener: wait here
+            return self._wait(r)
+        return r
+
+    def _wait(self, r: _PutOutcome) -> PutMessageResult:
         if isinstance(r, PutMessageResult):
             return r
+        assert isinstance(r, concurrent.futures.Future)
         try:
             return r.result(timeout=self.config.sync_flush_timeout / 1000.0 + 5.0)
         except concurrent.futures.TimeoutError:
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
 
-    def _put_message(self, msg: MessageExt, *, hooks: bool = True, wait_store: bool | None = None) -> _PutOutcome:
+    def _put_message(self, msg: MessageExt, *, hooks: bool = True, wait_store: bool | None = None,
+                     listened: bool = False) -> _PutOutcome:
         """The append; a Future only when a SYNC_FLUSH writer must wait for the disk.
 
         ``msg`` is the broker's inner message and is updated as Java updates it: sysFlag host bits,
@@ -750,9 +773,9 @@ class DefaultMessageStore:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
         pending = PendingRecords(record, (len(record),), sys_flag, [])
         wait = msg.wait_store_msg_ok if wait_store is None else wait_store
-        return self._append(msg, pending, [msg.properties], wait)
+        return self._append(msg, pending, [msg.properties], wait, listened=listened)
 
-    def _put_messages(self, batch: MessageExt) -> _PutOutcome:
+    def _put_messages(self, batch: MessageExt, *, listened: bool = False) -> _PutOutcome:
         refused = self.check_before_put(batch)
         if refused is not None:
             return self._failed(refused)
@@ -776,7 +799,7 @@ class DefaultMessageStore:
         if not encoded.sizes:
             return self._failed(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
         return self._append(batch, PendingRecords(encoded.data, encoded.sizes, sys_flag, []), [],
-                            batch.wait_store_msg_ok, batch=encoded)
+                            batch.wait_store_msg_ok, batch=encoded, listened=listened)
 
     def _failed(self, result: PutMessageResult) -> PutMessageResult:
         self.stats.put_message_failed_times += 1
@@ -790,6 +813,7 @@ class DefaultMessageStore:
         wait_store: bool,
         *,
         batch: EncodedBatch | None = None,
+        listened: bool = False,
     ) -> _PutOutcome:
         """``properties``: each record's map; with ``batch`` (the records of a SEND_BATCH_MESSAGE)
         none, the records are queued for dispatch as one ``DispatchBatch``."""
@@ -850,9 +874,11 @@ class DefaultMessageStore:
         self.stats.record_put(n, result.wrote_bytes, self._now_ms() - begin)
         if not self.config.is_sync_flush:
             self._drain_dispatch()
-        return self._handle_disk_flush(PutMessageResult(PutMessageStatus.PUT_OK, result), wait_store)
+        return self._handle_disk_flush(PutMessageResult(PutMessageStatus.PUT_OK, result), wait_store,
+                                       listened)
 
-    def _handle_disk_flush(self, put_result: PutMessageResult, wait_store: bool) -> _PutOutcome:
+    def _handle_disk_flush(self, put_result: PutMessageResult, wait_store: bool,
+                           listened: bool = False) -> _PutOutcome:
         service = self._group_commit
         if service is None:  # ASYNC_FLUSH: the periodic flush takes care of it
             return put_result
@@ -862,12 +888,13 @@ class DefaultMessageStore:
         append = put_result.append_result
         assert append is not None
         req = GroupCommitRequest(
-            append.wrote_offset + append.wrote_bytes, self.config.sync_flush_timeout, put_result, self._clock
+            append.wrote_offset + append.wrote_bytes, self.config.sync_flush_timeout, put_result, self._clock,
+            listened=listened and self._flush_listener is not None,
         )
         if self._flush_watcher is not None:
             self._flush_watcher.add(req)
         service.put_request(req)
-        return req.future
+        return req if req.future is None else req.future
 
     # -------------------------------------------------------------------------------------- get
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from rmqwire.codec import (
     encode_frame,
 )
 from rmqwire.codec.acl import verify_command
-from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode
+from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, ResponseCode
 from rmqwire.errors import (
     ConnectionLostError,
     LocalProtocolError,
@@ -35,7 +36,7 @@ from rmqwire.remoting.config import (
     JAVA_SERVER_CONFIG,
     RemotingConfig,
 )
-from rmqwire.remoting.dispatcher import Dispatcher, RequestContext
+from rmqwire.remoting.dispatcher import Dispatcher, HeldResponse, RequestContext
 from rmqwire.remoting.hooks import AclClientRPCHook
 from rmqwire.remoting.protocol import RemotingProtocol, drain
 
@@ -691,3 +692,88 @@ def test_drain_gives_up_after_the_grace() -> None:
     assert _sync.successResultOf(d) is None  # past the grace: fires anyway (the caller closes)
     assert busy.proto.pending_count == 1
     _sync.successResultOf(drain(clock, [idle.proto], 2.0))
+
+
+# ---- held responses (answers built now, written on release) -------------------------------------
+
+
+def _holding(held: list[HeldResponse]) -> Dispatcher:
+    def handler(cmd: RemotingCommand, ctx: RequestContext) -> HeldResponse:
+        h = HeldResponse(cmd.response_to(0, remark=f"held {cmd.opaque}"))
+        held.append(h)
+        return h
+
+    return Dispatcher({105: handler})
+
+
+def test_held_response_is_written_on_release_only() -> None:
+    held: list[HeldResponse] = []
+    h = Harness(_holding(held))
+    h.feed(ROUTE.with_opaque(8))
+    h.feed(ROUTE.with_opaque(9))
+    assert h.sent() == [] and not h.proto.drained
+    drained = h.proto.when_drained()
+    held[1].release()
+    held[1].release(ResponseCode.SYSTEM_ERROR, "too late: the first release counts")
+    (second,) = h.sent()
+    assert (second.opaque, second.code, second.remark, second.flag) == (9, 0, "held 9", FLAG_RESPONSE)
+    _sync.assertNoResult(drained)
+    held[0].release(ResponseCode.FLUSH_DISK_TIMEOUT)
+    (first,) = h.sent()
+    assert (first.opaque, first.code, first.remark) == (8, ResponseCode.FLUSH_DISK_TIMEOUT, None)
+    assert _sync.successResultOf(drained) is None
+
+
+def test_held_response_released_before_it_is_bound_is_written_when_bound() -> None:
+    def handler(cmd: RemotingCommand, ctx: RequestContext) -> HeldResponse:
+        h = HeldResponse(cmd.response_to(0, remark="early"))
+        h.release()
+        return h
+
+    h = Harness(Dispatcher({105: handler}))
+    h.feed(ROUTE.with_opaque(8))
+    (reply,) = h.sent()
+    assert (reply.opaque, reply.remark) == (8, "early") and h.proto.drained
+
+
+def test_held_response_to_oneway_or_lost_connection_is_dropped(log_events) -> None:
+    held: list[HeldResponse] = []
+    h = Harness(_holding(held))
+    h.feed(dataclasses.replace(ROUTE.with_opaque(8), flag=FLAG_ONEWAY))
+    h.feed(ROUTE.with_opaque(9))
+    held[0].release()
+    h.lose()
+    held[1].release()
+    assert h.tr.value() == b""
+    (warning,) = log_events.formats(LogLevel.warn)  # the lost one's; the oneway's was never kept
+    assert warning.startswith("dropping response") and h.proto.drained
+
+
+def test_held_response_through_server_hooks_and_observer() -> None:
+    seen: list[tuple[str | None, bool]] = []
+
+    class Observer:
+        def record(self, req: RemotingCommand, resp: RemotingCommand, elapsed: float, pending: bool) -> None:
+            seen.append((resp.remark, pending))
+
+    class After:
+        def __init__(self) -> None:
+            self.responses: list[RemotingCommand] = []
+
+        def before_request(self, peer: str, request: RemotingCommand) -> RemotingCommand:
+            return request
+
+        def after_response(self, peer: str, request: RemotingCommand, response: RemotingCommand) -> None:
+            self.responses.append(response)
+
+    held: list[HeldResponse] = []
+    d = _holding(held)
+    d.observer = Observer()
+    hook = After()
+    d.add_hook(hook)
+    h = Harness(d)
+    h.feed(ROUTE.with_opaque(8))
+    assert [r.remark for r in hook.responses] == ["held 8"] and seen == [] and h.sent() == []
+    held[0].release()
+    (reply,) = h.sent()
+    assert (reply.opaque, reply.remark) == (8, "held 8") and seen == [("held 8", True)]

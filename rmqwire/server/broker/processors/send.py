@@ -8,19 +8,17 @@ stamped when the client sent none, the CLUSTER property, transactional half mess
 store and the mapping of its result onto a response code. Every answer carries the MSG_REGION and
 TRACE_ON ext fields, as Java's ``preSend`` adds them before anything else.
 
-A SYNC_FLUSH put completes in the store's flush thread; the answer goes out from the reactor
-once the flush covered it.
+A SYNC_FLUSH put's answer is built when the message is appended and held (a ``HeldResponse``, framed
+by the channel at once); the store's flush thread hands each group-commit round's completions to the
+reactor in one call, which releases them: the frames are written once the flush covered them.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import random
-import threading
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from rmqwire.codec.codes import ResponseCode
@@ -43,7 +41,7 @@ from rmqwire.codec.message import (
     java_hashmap_order,
 )
 from rmqwire.model import PermName, TopicFilterType
-from rmqwire.remoting.dispatcher import Processor, RequestContext
+from rmqwire.remoting.dispatcher import HeldResponse, Processor, RequestContext
 from rmqwire.server.broker.metrics import message_type
 from rmqwire.server.broker.topic_config import (
     DLQ_PREFIX,
@@ -53,6 +51,7 @@ from rmqwire.server.broker.topic_config import (
     validate_topic,
 )
 from rmqwire.server.store import PutMessageResult, PutMessageStatus
+from rmqwire.server.store.flush import GroupCommitRequest
 
 if TYPE_CHECKING:
     from rmqwire.server.broker.controller import Broker
@@ -130,9 +129,8 @@ class SendMessageProcessor(Processor):
         self._random = random.Random()
         self._ext: dict[str, str] = {}
         self.refresh_ext_fields()
-        self._flushed_lock = threading.Lock()
-        self._flushed_answers: list[tuple[Deferred[Any], MessageExt, int, PutMessageResult]] = []
-        self._flushed_scheduled = False
+        reactor = broker.reactor
+        broker.store.set_flush_listener(lambda done: reactor.callFromThread(_release_flushed, done))
 
     def refresh_ext_fields(self) -> None:
         b = self.broker.settings.broker
@@ -239,39 +237,16 @@ class SendMessageProcessor(Processor):
             # Answered with the queue the message was sent to, even when the put hook parks it
             # in SCHEDULE_TOPIC_XXXX or the timer topic (Java answers queueIdInt).
             queue_id = msg.queue_id
-            if batch:
-                future = broker.store.async_put_messages(msg)
-            else:
-                future = broker.store.async_put_message(msg)
+            outcome = broker.store.put_listened(msg, batch=batch)
         except _Refused as r:
             return self._refusal(r.code, r.remark)
-        if future.done():
-            return self._answer(future.result(), msg, queue_id)
-        d: Deferred[Any] = Deferred()
-        future.add_done_callback(lambda f: self._flushed(d, msg, queue_id, f))
-        return d
-
-    def _flushed(self, d: Deferred[Any], msg: MessageExt, queue_id: int,
-                 future: concurrent.futures.Future[PutMessageResult]) -> None:
-        """A SYNC_FLUSH put is on disk (flush thread): queue its answer for the reactor. One group
-        commit completes many writers at once; they cross to the reactor in one hop."""
-        try:
-            result = future.result()
-        except Exception:  # the store's futures carry results, not errors; be safe
-            result = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
-        with self._flushed_lock:
-            self._flushed_answers.append((d, msg, queue_id, result))
-            if self._flushed_scheduled:
-                return
-            self._flushed_scheduled = True
-        self.broker.reactor.callFromThread(self._deliver_flushed)
-
-    def _deliver_flushed(self) -> None:
-        with self._flushed_lock:
-            items, self._flushed_answers = self._flushed_answers, []
-            self._flushed_scheduled = False
-        for d, msg, queue_id, result in items:
-            d.callback(self._answer(result, msg, queue_id))
+        if type(outcome) is not GroupCommitRequest:
+            return self._answer(outcome, msg, queue_id)
+        # SYNC_FLUSH: the PUT_OK answer now (Java's FLUSH_DISK_TIMEOUT one differs only in its
+        # code), sent when the flush covered the message (_release_flushed)
+        held = HeldResponse(self._answer(outcome.result, msg, queue_id))
+        outcome.token = held
+        return held
 
     def _msg_check(self, h: SendMessageRequestHeader, context: RequestContext) -> Any:
         broker = self.broker
@@ -491,6 +466,17 @@ class SendMessageProcessor(Processor):
                 "accurate timer message is not enabled, timerWheelEnable is "
                 f"{str(extras.timer_wheel_enable).lower()}")
         return None
+
+
+def _release_flushed(done: list[tuple[GroupCommitRequest, PutMessageStatus]]) -> None:
+    """On the reactor: a group-commit round's (or the flush watcher's) completions."""
+    for req, status in done:
+        held = req.token
+        if type(held) is HeldResponse:
+            if status is PutMessageStatus.PUT_OK:
+                held.release()
+            else:
+                held.release(_OK_CODES.get(status, ResponseCode.SYSTEM_ERROR))
 
 
 def _topic_config_str(cfg: Any) -> str:

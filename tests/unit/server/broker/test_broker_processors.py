@@ -515,29 +515,114 @@ class ThreadHopClock(Clock):
         f(*args, **kw)
 
 
-def test_sync_flush_answers_after_the_flush(tmp_path: Path) -> None:
+def _sync_flush_channel(tmp_path: Path, **props: str) -> tuple[Broker, ThreadHopClock, Any, list[int]]:
+    """A SYNC_FLUSH broker's send processor behind a real channel on a StringTransport; the
+    list gets the commit log's flushed offset at each write on the channel."""
+    from twisted.internet.testing import StringTransport
+
+    from rmqwire.remoting.protocol import RemotingProtocol
+
     clock = ThreadHopClock()
     settings = BrokerSettings.from_properties({
         "brokerIP1": "127.0.0.1", "listenPort": "10911", "storePathRootDir": str(tmp_path / "store"),
-        "flushDiskType": "SYNC_FLUSH", "mappedFileSizeCommitLog": str(1 << 20)})
+        "flushDiskType": "SYNC_FLUSH", "mappedFileSizeCommitLog": str(1 << 20), **props})
     broker = Broker(clock, settings)
     broker.store.load()
     broker.store.start()
+    dispatcher = Dispatcher.for_config(JAVA_SERVER_CONFIG, broker.send_processor, broker.admin_processor)
+    Harness(broker, clock, dispatcher, FakeChannel()).create_topic("TS", queues=1)
+    proto = RemotingProtocol(clock, dispatcher, JAVA_SERVER_CONFIG)
+    transport = StringTransport()
+    flushed_at_write: list[int] = []
+    write = transport.write
+
+    def recording_write(data: bytes) -> None:
+        flushed_at_write.append(broker.store.commit_log.flushed_where)
+        write(data)
+
+    transport.write = recording_write  # type: ignore[method-assign]
+    proto.makeConnection(transport)
+    return broker, clock, proto, flushed_at_write
+
+
+def _sync_send_frame(i: int, *, batch: bool = False) -> bytes:
+    from rmqwire.codec.frame import encode_frame
+
+    header = SendMessageRequestHeader(
+        producer_group="pg", topic="TS", default_topic="TBW102", default_topic_queue_nums=4, queue_id=0,
+        sys_flag=0, born_timestamp=1, flag=0, properties=encode_properties({"WAIT": "true"}),
+        reconsume_times=0, unit_mode=False, batch=batch)
+    command = SendBatchMessage if batch else SendMessageV2
+    body = encode_batch([Message(topic="TS", body=b"b%d-%d" % (i, k)) for k in range(3)]) if batch else b"m%d" % i
+    return encode_frame(command.request(header.to_v2(), body=body).with_opaque(100 + i))
+
+
+def test_sync_flush_answers_after_the_flush(tmp_path: Path) -> None:
+    """Each answer is written only once the flush covered its message: held until the flush
+    thread's one call per round reaches the reactor, then written straight on the channel."""
+    from rmqwire.codec.frame import FrameDecoder
+
+    broker, clock, proto, flushed_at_write = _sync_flush_channel(tmp_path)
     try:
-        h = Harness(broker, clock, Dispatcher.for_config(JAVA_SERVER_CONFIG, broker.send_processor,
-                                                          broker.admin_processor), FakeChannel())
-        h.create_topic("TS", queues=1)
-        header = SendMessageRequestHeader(
-            producer_group="pg", topic="TS", default_topic="TBW102", default_topic_queue_nums=4, queue_id=0,
-            sys_flag=0, born_timestamp=1, flag=0, properties=encode_properties({"WAIT": "true"}),
-            reconsume_times=0, unit_mode=False, batch=False)
-        answers = [h.pending(SendMessageV2, header.to_v2(), body=b"m%d" % i) for i in range(5)]
-        clock.run_thread_calls()  # one group commit answers every writer it covered
-        while not all(a.called for a in answers):
+        proto.dataReceived(b"".join(_sync_send_frame(i, batch=i == 2) for i in range(5)))
+        assert proto.transport.value() == b"" and not proto.drained  # nothing before the reactor hears of a flush
+        while len(FrameDecoder().feed(proto.transport.value())) < 5:
             clock.run_thread_calls()
-        assert [result_of(a).ext_fields["queueOffset"] for a in answers] == ["0", "1", "2", "3", "4"]
-        assert broker.store.commit_log.flushed_where >= broker.store.max_phy_offset
+        answers = FrameDecoder().feed(proto.transport.value())
+        assert [a.opaque for a in answers] == [100, 101, 102, 103, 104]
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 5
+        assert [a.ext_fields["queueOffset"] for a in answers] == ["0", "1", "2", "5", "6"]
+        ends = []
+        for a in answers:
+            last = parse_offset_msg_id(a.ext_fields["msgId"].split(",")[-1]).commit_log_offset
+            msg = broker.store.look_message_by_offset(last)
+            assert msg is not None
+            ends.append(last + msg.store_size)
+        assert len(flushed_at_write) == 5 and all(f >= e for f, e in zip(flushed_at_write, ends, strict=True))
+        assert proto.drained
     finally:
+        broker.store.shutdown()
+
+
+def test_sync_flush_timeout_answers_java_code_once(tmp_path: Path) -> None:
+    """A flush stuck past syncFlushTimeout: FLUSH_DISK_TIMEOUT with the send's header (Java's
+    sendOK answer); the flush completing later writes nothing more."""
+    import threading
+
+    from rmqwire.codec.frame import FrameDecoder
+
+    broker, clock, proto, _ = _sync_flush_channel(tmp_path, syncFlushTimeout="200")
+    service = broker.store._group_commit
+    assert service is not None
+    stuck, real_flush = threading.Event(), service._flush
+
+    def stuck_flush() -> int:
+        stuck.wait(30)
+        return real_flush()
+
+    round_done, real_on_flushed = threading.Event(), service._on_flushed
+
+    def on_flushed(offset: int) -> None:
+        real_on_flushed(offset)
+        if stuck.is_set():
+            round_done.set()
+
+    service._flush = stuck_flush  # type: ignore[method-assign]
+    service._on_flushed = on_flushed  # type: ignore[method-assign]
+    try:
+        proto.dataReceived(_sync_send_frame(0))
+        clock.run_thread_calls()   # the watcher's call, the flush still stuck
+        (answer,) = FrameDecoder().feed(proto.transport.value())
+        assert (answer.opaque, answer.code, answer.remark) == (100, ResponseCode.FLUSH_DISK_TIMEOUT, None)
+        assert answer.ext_fields["queueOffset"] == "0" and answer.ext_fields["msgId"]
+        stuck.set()
+        assert round_done.wait(30)  # the stuck round completed its writers (none left to answer)
+        assert broker.store.commit_log.flushed_where >= broker.store.max_phy_offset
+        while not clock.from_threads.empty():
+            clock.run_thread_calls()
+        assert len(FrameDecoder().feed(proto.transport.value())) == 1 and proto.drained
+    finally:
+        stuck.set()
         broker.store.shutdown()
 
 
