@@ -144,6 +144,15 @@ class RemotingClient(Service):
         """Open channels by address (a copy)."""
         return {a: p for a, p in self._channels.items() if p.is_open}
 
+    def flush_writes(self) -> None:
+        """Write what the channels hold for the end of this reactor pass now (see
+        ``flushing.FlushingWrites``): for a request whose answer is wanted while the rest of the
+        pass runs."""
+        for proto in self._channels.values():
+            flush = getattr(proto.transport, "flush", None)
+            if flush is not None and getattr(proto.transport, "_pending", None):
+                flush()
+
     def channel(self, addr: str) -> Deferred[RemotingProtocol]:
         """The open channel to ``addr``, connecting first if there is none."""
         if self._closed:

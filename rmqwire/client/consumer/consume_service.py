@@ -92,6 +92,8 @@ class ReactorRunner:
     """Run listeners in the reactor thread (they may return Deferreds or coroutines)."""
 
     log = Logger()
+    #: a listener's plain result is there when ``submit`` returns
+    runs_in_reactor = True
 
     def __init__(self, reactor: Any) -> None:
         self.reactor = reactor
@@ -177,6 +179,7 @@ class ThreadRunner:
     SLOW_CALL = 0.001
     #: calls one task may hold while listeners are slow and every worker is busy
     MAX_CHUNK = 16
+    runs_in_reactor = False
 
     def __init__(self, reactor: Any, threads: int, name: str = "ConsumeMessageThread") -> None:
         if threads < 1:

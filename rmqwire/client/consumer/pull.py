@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import struct
 from typing import Any
 
 from twisted.internet import defer
@@ -61,6 +62,7 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "Puller",
+    "plain_records",
 ]
 
 #: Java push consumer: how long the broker may hold a pull, and the pull RPC timeout (ms).
@@ -73,6 +75,33 @@ V4_1_0_SNAPSHOT = 236
 
 _INNER_BATCH = int(MessageSysFlag.INNER_BATCH | MessageSysFlag.NEED_UNWRAP)
 _LITE_PULL = int(PullSysFlag.LITE_PULL)
+# a record with anything but one plain message of IPv4 hosts (its body length not at byte 84)
+_NOT_PLAIN = int(MessageSysFlag.COMPRESSED | MessageSysFlag.BORNHOST_V6
+                 | MessageSysFlag.STOREHOSTADDRESS_V6) | _INNER_BATCH
+# TOTALSIZE, SYSFLAG and (IPv4 hosts) BODYLEN of a stored record
+_SIZE_FLAG_BODYLEN = struct.Struct(">i32xi44xi")
+
+
+def plain_records(body: bytes | None) -> tuple[int, int] | None:
+    """(records, total body bytes) of a pull body whose records are each one uncompressed
+    message with IPv4 hosts: what decoding it adds to a process queue at most (tag filtering
+    only drops). None for anything else (compressed, inner batches, IPv6, malformed): only a
+    decode tells then."""
+    if not body:
+        return 0, 0
+    unpack, need = _SIZE_FLAG_BODYLEN.unpack_from, _SIZE_FLAG_BODYLEN.size
+    pos, n = 0, len(body)
+    records = size = 0
+    while pos < n:
+        if n - pos < need:
+            return None
+        total, flag, body_len = unpack(body, pos)
+        if total < need or flag & _NOT_PLAIN or body_len < 0:
+            return None
+        records += 1
+        size += body_len
+        pos += total
+    return (records, size) if pos == n else None
 
 
 class PullStatus(enum.Enum):

@@ -65,6 +65,7 @@ from rmqwire.client.consumer.pull import (
     PullAPIWrapper,
     PullResult,
     PullStatus,
+    plain_records,
 )
 from rmqwire.client.consumer.rebalance import (
     PullRequest,
@@ -729,21 +730,72 @@ class PushConsumer:
             return result
 
         d.addBoth(settled)
-        d.addCallback(lambda r: self.pull_api.process_pull_result(mq, r, sd))
-        d.addCallbacks(self._pulled, self._pull_failed, callbackArgs=(req, begin), errbackArgs=(req,))
+        d.addCallbacks(self._arrived, self._pull_failed, callbackArgs=(req, sd, begin), errbackArgs=(req,))
         d.addErrback(lambda f: self.log.failure("pull callback of {mq} failed", f, mq=mq))
 
-    def _pulled(self, result: PullResult, req: PullRequest, begin: float) -> None:
+    def _arrived(self, raw: PullResult, req: PullRequest, sd: Any, begin: float) -> None:
+        """A pull's answer: the next pull goes out before the records are decoded when the flow
+        control checks would pass even with all of them put (``_pull_early``)."""
+        prev = req.next_offset
+        early = raw.status is PullStatus.FOUND and self._pull_early(req, raw)
+        try:
+            result = self.pull_api.process_pull_result(req.message_queue, raw, sd)
+        except Exception:
+            if not early:
+                self._pull_failed(Failure(), req)
+                return
+            # the next pull is out already: the batch is skipped, as Java's decoder, which
+            # stops at a malformed record, would skip what follows it
+            self.log.failure("decoding the pull result of {mq} failed", mq=req.message_queue)
+            return
+        self._pulled(result, req, begin, prev, early)
+
+    def _pull_early(self, req: PullRequest, raw: PullResult) -> bool:
+        """Send the next pull of ``req`` now, before ``raw`` is decoded, if ``pull_message`` would
+        send it at once after the batch is put: concurrent consumption, no pull interval, and the
+        queue's count, size and span still within the thresholds with every record of the batch
+        added (plain records only, whose count and body sizes are read off the record heads),
+        and listeners in consume threads (a listener run in the reactor has consumed the batch
+        before the usual next pull, which then carries the new offset). Java pulls again after
+        decoding; here the decode overlaps the next pull's round trip."""
+        nxt, prev = raw.next_begin_offset, req.next_offset
+        if (self.orderly or nxt <= prev or getattr(self.consume_service.runner, "runs_in_reactor", True)
+                or raw.offset_delta is not None or self.paused
+                or self.config.pull_interval > 0 or self.state is not ServiceState.RUNNING
+                or self._closing):
+            return False
+        plain = plain_records(raw.body)
+        if plain is None or plain[0] == 0:
+            return False
+        pq = req.process_queue
+        if pq.dropped or pq.msg_count + plain[0] > self.pull_threshold_for_queue or \
+                (pq.msg_size + plain[1]) // (1024 * 1024) > self.pull_threshold_size_for_queue:
+            return False
+        # the batch's offsets lie in [prev, nxt)
+        first, last = pq.first_offset(), pq.last_offset()
+        low = prev if first is None else min(first, prev)
+        high = nxt - 1 if last is None else max(last, nxt - 1)
+        if high - low > self.config.consume_concurrently_max_span:
+            return False
+        self.pull_api.pull_from_which_node[req.message_queue] = raw.suggest_which_broker_id
+        req.next_offset = nxt
+        self.pull_message(req)
+        # written now rather than after this reactor pass, which still decodes the batch
+        self.instance.remoting.flush_writes()
+        return True
+
+    def _pulled(self, result: PullResult, req: PullRequest, begin: float, prev: int,
+                pulled_early: bool = False) -> None:
         mq, pq = req.message_queue, req.process_queue
         status = result.status
         if status is PullStatus.FOUND:
-            prev = req.next_offset
             req.next_offset = result.next_begin_offset
             self.stats.inc_pull_rt(self.group, mq.topic, int((self.reactor.seconds() - begin) * 1000))
             msgs = result.messages
             first = 2**63
             if not msgs:
-                self.execute_pull_request_immediately(req)
+                if not pulled_early:
+                    self.execute_pull_request_immediately(req)
             else:
                 first = msgs[0].queue_offset
                 self.stats.inc_pull_tps(self.group, mq.topic, len(msgs))
@@ -753,7 +805,9 @@ class PushConsumer:
                                          msgs, now)
                 dispatch = pq.put_messages(msgs)
                 self.consume_service.submit_consume_request(msgs, pq, mq, dispatch)
-                if self.config.pull_interval > 0:
+                if pulled_early:
+                    pass
+                elif self.config.pull_interval > 0:
                     self.execute_pull_request_later(req, self.config.pull_interval)
                 elif self.state is ServiceState.RUNNING and not self._closing:
                     # the next pull goes out now, not after a timer turn: Java's pull thread takes

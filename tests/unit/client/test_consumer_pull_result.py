@@ -3,13 +3,24 @@ every message kept (plain and inner-batch records), as Java's ``processPullResul
 
 from __future__ import annotations
 
-from rmqwire.client.consumer.pull import PullAPIWrapper, PullResult, PullStatus
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqwire.client.consumer.pull import (
+    PullAPIWrapper,
+    PullResult,
+    PullStatus,
+    plain_records,
+)
 from rmqwire.codec.commands.heartbeat import SubscriptionData
 from rmqwire.codec.message import (
     Message,
     MessageExt,
     MessageSysFlag,
     PropertyKey,
+    decode_messages,
     encode_batch,
     encode_message,
 )
@@ -51,3 +62,54 @@ def test_every_kept_message_gets_the_offsets_after_its_own_properties() -> None:
             assert [list(m.properties.items()) for m in msgs] == want, kind
             assert [(m.broker_name, m.queue_id, m.queue_offset) for m in msgs] == [
                 ("broker-a", 5, o) for o in ([107] if tags else [107, 108] if kind == "inner" else [107, 108, 109])]
+
+
+_KINDS = ("plain", "zlib", "born_v6", "store_v6", "inner")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_KINDS), st.binary(max_size=300),
+                          st.dictionaries(st.sampled_from(["TAGS", "KEYS", "a"]),
+                                          st.text(st.characters(blacklist_characters="\x01\x02"), max_size=8))),
+                max_size=6),
+       st.integers(0, 1))
+def test_plain_records_counts_what_the_decode_adds(records: list[tuple[str, bytes, dict[str, str]]],
+                                                    magic_v2: int) -> None:
+    """plain_records (read off the record heads for the early pull) against the decoded messages:
+    the same count and body bytes for uncompressed IPv4 single-message records, None as soon as
+    one record is anything else."""
+    from rmqwire.codec.message import (
+        MAGIC_CODE_V2,
+        CompressionType,
+        compress,
+        set_compression,
+    )
+
+    body = b""
+    for i, (kind, data, props) in enumerate(records):
+        kw: dict[str, Any] = dict(HOSTS)
+        flag, payload = 0, data
+        if kind == "zlib":
+            flag, payload = int(set_compression(0, CompressionType.ZLIB)), compress(data)
+        elif kind == "born_v6":
+            flag, kw["born_host"] = int(MessageSysFlag.BORNHOST_V6), ("::1", 4000)
+        elif kind == "store_v6":
+            flag, kw["store_host"] = int(MessageSysFlag.STOREHOSTADDRESS_V6), ("::2", 10911)
+        elif kind == "inner":
+            flag = int(MessageSysFlag.INNER_BATCH | MessageSysFlag.NEED_UNWRAP)
+            payload = encode_batch([Message(topic="T", body=data or b"x")])
+        body += encode_message(MessageExt(topic="T", body=payload, queue_offset=i, sys_flag=flag,
+                                          properties=props, magic=MAGIC_CODE_V2 if magic_v2 else None,
+                                          **kw))
+    got = plain_records(body)
+    if any(kind != "plain" for kind, _, _ in records):
+        assert got is None
+        return
+    msgs = decode_messages(body)
+    assert got == (len(msgs), sum(len(m.body or b"") for m in msgs))
+
+
+def test_plain_records_refuses_a_truncated_body() -> None:
+    whole = _record(1, {"TAGS": "a"}) + _record(2, {})
+    assert plain_records(whole) == (2, 4)
+    assert plain_records(whole[:-1]) is None and plain_records(whole[:50]) is None

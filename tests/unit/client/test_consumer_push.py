@@ -11,6 +11,7 @@ import pytest
 from consumer_broker import ConsumerWorld
 from twisted.trial.unittest import SynchronousTestCase
 
+from rmqwire.client.consumer.consume_service import ReactorRunner
 from rmqwire.client.consumer.listener import ConsumeResult
 from rmqwire.client.consumer.processor import ConsumerClientProcessor
 from rmqwire.client.consumer.push_consumer import PushConsumer
@@ -177,6 +178,93 @@ def test_flow_control_stops_pulling_over_the_queue_threshold(w: ConsumerWorld) -
     settle(w, 1)
     assert len([h for code, h in b.pulls if h.topic == "T" and h.queue_id == 0]) > 1
     stop(w, c)
+
+
+class HeldRunner(ReactorRunner):
+    """Listener calls handed off as the thread runner hands them, run when the test says."""
+
+    runs_in_reactor = False
+
+    def __init__(self, reactor: Any) -> None:
+        super().__init__(reactor)
+        self.held: list[tuple[Any, ...]] = []
+
+    def submit_many(self, fn: Any, calls: Any, keys: Any, settle: Any) -> None:
+        self.held.append((fn, calls, keys, settle))
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for fn, calls, keys, settle in held:
+            ReactorRunner.submit_many(self, fn, calls, keys, settle)
+
+
+def test_the_next_pull_goes_out_before_the_batch_is_consumed(w: ConsumerWorld) -> None:
+    """Listeners off the reactor: a found batch's next pull is sent on its arrival, before its
+    messages are decoded and handed off (the flow control limits hold with them all put)."""
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [b"x%d" % i for i in range(40)])
+    runner = HeldRunner(w.reactor)
+    rec = Recorder()
+    c = consumer(w, listener=rec, runner=runner, pull_batch_size=16)
+    issued: list[int] = []  # queue 0's pull offsets, as sent
+    decoded: list[tuple[int, list[int]]] = []  # (first offset of a batch, pulls sent before its decode)
+    pull_kernel, process = c.pull_api.pull_kernel, c.pull_api.process_pull_result
+
+    def spy_pull(mq: MessageQueue, *args: Any) -> Any:
+        if mq.topic == "T" and mq.queue_id == 0:
+            issued.append(args[3])
+        return pull_kernel(mq, *args)
+
+    def spy_process(mq: MessageQueue, result: Any, sd: Any) -> Any:
+        out = process(mq, result, sd)
+        if mq.topic == "T" and mq.queue_id == 0 and out.messages:
+            decoded.append((out.messages[0].queue_offset, list(issued)))
+        return out
+
+    c.pull_api.pull_kernel, c.pull_api.process_pull_result = spy_pull, spy_process  # type: ignore[method-assign]
+    c.rebalance_immediately()
+    settle(w, 3)
+    q0 = [h.queue_offset for code, h in b.pulls if h.topic == "T" and h.queue_id == 0]
+    # nothing consumed yet, and every batch pulled: 0, 16, 32, then 40 waits at the broker
+    assert rec.msgs == [] and q0 == [0, 16, 32, 40]
+    # each batch's next pull was out before the batch was decoded
+    assert [(first, sent[-1]) for first, sent in decoded if first == 16] == [(16, 32)]
+    assert [(first, sent[-1]) for first, sent in decoded if first == 32] == [(32, 40)]
+    runner.release()
+    settle(w, 6)
+    assert [m.body for m in rec.msgs] == [b"x%d" % i for i in range(40)]
+    stop(w, c)  # persists the offsets
+    assert b.offsets[("cg", "T", 0)] == 40
+
+
+def test_no_early_pull_when_the_batch_would_pass_a_threshold(w: ConsumerWorld) -> None:
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [b"x"] * 40)
+    b.put_many("T", 1, [b"y"] * 40)
+    runner = HeldRunner(w.reactor)
+    c = consumer(w, runner=runner, pull_threshold_for_queue=20, pull_batch_size=16,
+                 consume_concurrently_max_span=2000)
+    settle(w, 3)
+    q0 = [h.queue_offset for code, h in b.pulls if h.topic == "T" and h.queue_id == 0]
+    # 16 held, 16 more would pass 20: the second batch is put first, then flow control holds it
+    assert q0 == [0, 16] and c.queue_flow_control_times > 0
+    runner.release()
+    settle(w, 2)
+    c.shutdown()
+    settle(w, 1)
+    # span: a held batch [0, 16) and offsets up to 31 span 31 > 20 -> no early pull either
+    w2 = ConsumerWorld()
+    w2.add_topic("T", 4)
+    b2 = w2.cb["broker-a"]
+    b2.put_many("T", 0, [b"x"] * 40)
+    runner2 = HeldRunner(w2.reactor)
+    c2 = consumer(w2, runner=runner2, pull_batch_size=16, consume_concurrently_max_span=20)
+    settle(w2, 3)
+    q0 = [h.queue_offset for code, h in b2.pulls if h.topic == "T" and h.queue_id == 0]
+    assert q0 == [0, 16] and c2.queue_max_span_flow_control_times > 0
+    runner2.release()
+    settle(w2, 2)
+    stop(w2, c2)
 
 
 def test_reconsume_later_sends_back_and_the_retry_comes_back(w: ConsumerWorld) -> None:
