@@ -84,6 +84,8 @@ class Outcome:
 
 
 Done = Callable[[Outcome], Any]
+#: the key of a finished entry holding a list of (key, outcome) pairs
+_MANY: Any = object()
 #: Takes the (key, outcome) pairs of every call submitted with it that finished meanwhile.
 Settle = Callable[[list[tuple[Any, Outcome]]], Any]
 
@@ -188,7 +190,7 @@ class ThreadRunner:
         self.threads = threads
         self.name = name
         self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._done: deque[tuple[Settle | None, Any, Outcome]] = deque()
+        self._done: deque[tuple[Settle | None, Any, Any]] = deque()
         self._wake_pending = False
         self._workers: list[threading.Thread] = []
         self._stopped = False
@@ -274,25 +276,36 @@ class ThreadRunner:
                 continue
             keys, calls = key, args
             i, n = 0, len(calls)
+            # the list's results go back as one entry (settle, _MANY, [(key, outcome), ...])
+            outs: list[tuple[Any, Outcome]] = []
+            add = outs.append
+            share = self.slow_share
             while i < n:
                 begin = monotonic()
                 try:
-                    outcome = Outcome(value=fn(*calls[i]))
+                    outcome = Outcome(fn(*calls[i]))
                 except BaseException:
                     outcome = Outcome(error=Failure())
                 took = monotonic() - begin
                 outcome.elapsed_ms = int(took * 1000)
-                self.slow_share += ((took >= slow) - self.slow_share) * 0.125
-                finished.append((settle, keys[i], outcome))
+                share += ((took >= slow) - share) * 0.125
+                add((keys[i], outcome))
                 i += 1
                 if took >= slow and i < n:
+                    self.slow_share = share
                     # a slow call: the later half of the rest goes back for another worker
                     half = i + (n - i + 1) // 2
                     if half < n:
                         tasks.put((settle, keys[half:], fn, calls[half:], True))
                         n = half
+                    finished.append((settle, _MANY, outs))
+                    outs = []
+                    add = outs.append
                     if not self._wake():
                         return
+            self.slow_share = share
+            if outs:
+                finished.append((settle, _MANY, outs))
             if not self._wake():
                 return
 
@@ -318,7 +331,10 @@ class ThreadRunner:
                 batch = batches.get(settle)
                 if batch is None:
                     batch = batches[settle] = []
-                batch.append((key, outcome))
+                if key is _MANY:
+                    batch.extend(outcome)
+                else:
+                    batch.append((key, outcome))
                 continue
             try:
                 key(outcome)  # a plain submit's done
@@ -473,16 +489,17 @@ class ConsumeMessageConcurrentlyService:
         # a request is (batch, its messages, its context): the request object and a context the
         # listener does not take are made only when a result needs them (_ran)
         batch = _Batch(pq, mq, queued)
+        # each part is the tuple the listener gets (not our list to change) and the request's key
         if size == 1:
-            parts: list[list[MessageExt]] = [[m] for m in msgs]
+            parts: list[tuple[MessageExt, ...]] = [(m,) for m in msgs]
         else:
-            parts = [msgs[i : i + size] for i in range(0, len(msgs), size)]
+            parts = [tuple(msgs[i : i + size]) for i in range(0, len(msgs), size)]
         if with_context:
             contexts = [ConsumeConcurrentlyContext(mq) for _ in parts]
-            calls = [(tuple(p), c) for p, c in zip(parts, contexts)]
+            calls = [(p, c) for p, c in zip(parts, contexts)]
             keys = [(batch, p, c) for p, c in zip(parts, contexts)]
         else:
-            calls = [(tuple(p),) for p in parts]
+            calls = [(p,) for p in parts]
             keys = [(batch, p, None) for p in parts]
         pq.consuming_tasks += len(parts)
         # the listener itself is the call (no wrapper frame per message)
@@ -510,7 +527,7 @@ class ConsumeMessageConcurrentlyService:
                     entry[3] += 1
                     entry[4] += o.elapsed_ms
             else:
-                self._ran(o, _ConcurrentRequest(msgs, pq, batch.message_queue, batch.queued_ms),
+                self._ran(o, _ConcurrentRequest(list(msgs), pq, batch.message_queue, batch.queued_ms),
                           context if context is not None else ConsumeConcurrentlyContext(batch.message_queue))
         stats, store = self.consumer.stats, self.consumer.offset_store
         for pq, mq, msgs, calls, elapsed in done.values():
