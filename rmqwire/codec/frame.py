@@ -576,7 +576,8 @@ def encode_header(cmd: RemotingCommand, serialize_type: SerializeType = Serializ
 
 def encode_frame(cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
     """The whole frame: length prefix, header word, header, body."""
-    header = encode_header(cmd, serialize_type)
+    header = encode_json_header(cmd) if serialize_type == SerializeType.JSON else encode_header(
+        cmd, serialize_type)
     body = cmd.body or b""
     if len(header) > 0xFFFFFF:
         raise CodecError(f"header of {len(header)} bytes does not fit the 24-bit header length")

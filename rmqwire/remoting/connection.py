@@ -174,24 +174,33 @@ class RemotingConnection:
         A two-way request becomes a pending call until its response arrives, ``expire`` returns
         it, ``cancel`` drops it or ``close`` ends the connection. A oneway request never does.
         """
-        self._check_open("send a request")
-        if cmd.is_response:
-            raise LocalProtocolError(f"send_request got a response command (flag {cmd.flag})")
-        two_way = not cmd.is_oneway
-        if two_way and self.max_pending is not None and len(self._pending) >= self.max_pending:
+        # one call per request on every connection: the checks and the usual opaque inline
+        if self.state is not ConnectionState.OPEN:
+            self._check_open("send a request")
+        flag = cmd.flag
+        if flag & FLAG_RESPONSE:
+            raise LocalProtocolError(f"send_request got a response command (flag {flag})")
+        two_way = not flag & FLAG_ONEWAY
+        pending = self._pending
+        if two_way and self.max_pending is not None and len(pending) >= self.max_pending:
             raise RemotingTooManyRequestsError(
-                f"{len(self._pending)} calls already in flight on this connection "
+                f"{len(pending)} calls already in flight on this connection "
                 f"(max_pending {self.max_pending})"
             )
-        opaque = self._allocate_opaque()
+        opaque = self._next_opaque
+        if opaque in pending or opaque == _INT32_MAX:
+            opaque = self._allocate_opaque()  # after a wrap: skip what is still pending
+        else:
+            self._next_opaque = opaque + 1
         data = encode_frame(cmd.with_opaque(opaque), self.serialize_type)
         if two_way:
             call = PendingCall(opaque, cmd.code, deadline, timeout, token)
-            self._pending[opaque] = call
+            pending[opaque] = call
             if deadline is not None:
                 self._seq += 1
                 heapq.heappush(self._deadlines, (deadline, self._seq, call))
-                self._compact()
+                if len(self._deadlines) > 2 * len(pending) + 64:
+                    self._compact()
         return opaque, data
 
     def _compact(self) -> None:
@@ -245,7 +254,7 @@ class RemotingConnection:
         events: list[Event] = []
         pending = self._pending
         for cmd in commands:
-            if not cmd.is_response:
+            if not cmd.flag & FLAG_RESPONSE:  # not is_response
                 events.append(RequestReceived(cmd))
                 continue
             call = pending.pop(cmd.opaque, None)

@@ -122,7 +122,7 @@ class RemotingProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:
         if self._closing:
             return  # after a framing error or close() the rest of the stream is meaningless
-        self._touch()
+        self._last_activity = self.reactor.seconds()  # _touch
         for event in self.connection.receive_data(data):
             if isinstance(event, RequestReceived):
                 self._dispatch(event.command)
@@ -189,19 +189,22 @@ class RemotingProtocol(Protocol):
             timeout = self.config.call_timeout
         if not timeout > 0:
             return defer.fail(ValueError(f"timeout must be positive, got {timeout}"))
-        if cmd.is_oneway:
+        if cmd.flag & FLAG_ONEWAY:
             return defer.fail(LocalProtocolError("invoke() got a oneway request; use invoke_oneway()"))
-        if not self.is_open:
+        if not self.connected or self._closing:  # not is_open
             return defer.fail(self._not_open_error(cmd))
         d: Deferred[RemotingCommand] = Deferred(canceller=self._forget)
         try:
-            cmd = self.config.before_request(self.peer, cmd)
-            deadline = self.reactor.seconds() + timeout
+            if self.config.rpc_hooks:
+                cmd = self.config.before_request(self.peer, cmd)
+            now = self.reactor.seconds()
+            deadline = now + timeout
             opaque, data = self.connection.send_request(cmd, deadline, timeout=timeout, token=(d, cmd))
         except (LocalProtocolError, CodecError, RemotingError) as e:
             return defer.fail(e)
         d.opaque = opaque  # type: ignore[attr-defined]  # for the canceller
-        self._write(data)
+        self._last_activity = now  # _write, with the clock read above
+        self.transport.write(data)
         timer = self._deadline_call
         # The timer never runs later than the earliest pending deadline (_reschedule keeps it so),
         # so a call due no sooner than it needs no rescheduling: the common case of a pipelined
@@ -314,12 +317,14 @@ class RemotingProtocol(Protocol):
 
     def _complete(self, call: PendingCall, response: RemotingCommand) -> None:
         d, request = call.token
-        try:
-            self.config.after_response(self.peer, request, response)
-        except Exception:
-            self.log.failure("RPC hook after_response failed for {code}", code=call.code)
+        if self.config.rpc_hooks:
+            try:
+                self.config.after_response(self.peer, request, response)
+            except Exception:
+                self.log.failure("RPC hook after_response failed for {code}", code=call.code)
         d.callback(response)
-        self._notify_drained()
+        if self._drain_waiters:
+            self._notify_drained()
 
     def _fail(self, call: PendingCall, error: Exception) -> None:
         d, _ = call.token

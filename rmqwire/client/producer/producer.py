@@ -804,7 +804,8 @@ class Producer:
         header: Any
         if config.send_smart_msg or batch:
             header = SendMessageRequestHeaderV2(
-                a=self.namespaced_group, b=msg.topic, c=config.create_topic_key,
+                a=self.namespaced_group if self._namespace else self.group, b=msg.topic,
+                c=config.create_topic_key,
                 d=config.default_topic_queue_nums, e=mq.queue_id, f=sys_flag,
                 g=now,
                 h=msg.flag, i=properties, j=reconsume_times, k=self.client_config.unit_mode,
