@@ -106,12 +106,24 @@ def _illegal(text: str) -> MQClientError:
     )
 
 
+#: Topics that passed ``check_topic`` and ``check_not_allowed_send_topic``, which depend on the
+#: name alone: a send to one of them skips the re-check (set operations are atomic; cleared when
+#: it holds _SENDABLE_MAX names, so a stream of new topics cannot grow it).
+_sendable_topics: set[str] = set()
+_SENDABLE_MAX = 4096
+
+
 def check_message(msg: Message | None, max_message_size: int) -> None:
     """Java ``Validators.checkMessage``: topic, forbidden topics, body present, non-empty, size."""
     if msg is None:
         raise _illegal("the message is null")
-    check_topic(msg.topic)
-    check_not_allowed_send_topic(msg.topic)
+    topic = msg.topic
+    if type(topic) is not str or topic not in _sendable_topics:
+        check_topic(topic)
+        check_not_allowed_send_topic(topic)
+        if len(_sendable_topics) >= _SENDABLE_MAX:
+            _sendable_topics.clear()
+        _sendable_topics.add(topic)
     check_message_body(msg, max_message_size)
 
 

@@ -74,3 +74,23 @@ def test_namespace_wrapping_as_java() -> None:
     assert without_namespace("ns%T", "ns") == "T"
     assert without_namespace("%RETRY%ns%g", "ns") == "%RETRY%g"
     assert without_namespace("other%T", "ns") == "other%T"
+
+
+def test_checked_topics_are_remembered_bad_ones_never() -> None:
+    # a topic that passed is not re-checked; a bad or forbidden one fails on every send, and the
+    # remembered set stays bounded
+    from rmqwire.client import validators
+
+    check_message(Message("ok_topic", b"x"), 10)
+    assert "ok_topic" in validators._sendable_topics
+    for _ in range(2):
+        with pytest.raises(MQClientError, match="forbidden"):
+            check_message(Message("SCHEDULE_TOPIC_XXXX", b"x"), 10)
+        with pytest.raises(MQClientError, match="illegal characters"):
+            check_message(Message("a b", b"x"), 10)
+    assert not {"SCHEDULE_TOPIC_XXXX", "a b"} & validators._sendable_topics
+    with pytest.raises(MQClientError, match="body length is zero"):
+        check_message(Message("ok_topic", b""), 10)  # the body is still checked every time
+    for i in range(validators._SENDABLE_MAX + 10):
+        check_message(Message(f"t{i}", b"x"), 10)
+    assert len(validators._sendable_topics) <= validators._SENDABLE_MAX
