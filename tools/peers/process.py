@@ -44,9 +44,11 @@ STARTUP_SLACK_S = 45.0
 class PeerError(RuntimeError):
     """A peer process failed (bad arguments, client exception, crash)."""
 
-    def __init__(self, message: str, returncode: int | None = None, stderr: str = "") -> None:
-        tail = stderr.strip()[-6000:]
-        super().__init__(f"{message}" + (f"\n--- peer stderr (tail) ---\n{tail}" if tail else ""))
+    def __init__(self, message: str, returncode: int | None = None, stderr: str = "",
+                 client_log: str = "") -> None:
+        tail = stderr.strip()[-3000:]
+        super().__init__(f"{message}" + (f"\n--- peer stderr (tail) ---\n{tail}" if tail else "")
+                         + (f"\n--- client log warnings (tail) ---\n{client_log}" if client_log else ""))
         self.returncode = returncode
         self.stderr = stderr
 
@@ -55,8 +57,8 @@ class PeerTimeoutError(PeerError):
     """The peer did not see the expected messages in time; ``records`` holds what did arrive."""
 
     def __init__(self, message: str, records: Sequence[Any], returncode: int | None = None,
-                 stderr: str = "") -> None:
-        super().__init__(message, returncode, stderr)
+                 stderr: str = "", client_log: str = "") -> None:
+        super().__init__(message, returncode, stderr, client_log)
         self.records = list(records)
 
 
@@ -130,12 +132,13 @@ class PeerProcess(Generic[R]):
         return self._proc.poll() is None
 
     def stderr_text(self) -> str:
-        """The peer's stderr, then the warnings of the client's own log files (why a route or send
-        failed is often only there, and the peer's HOME is removed after the test)."""
         self._stderr_file.seek(0)
-        text = self._stderr_file.read().decode("utf-8", errors="replace")
-        warnings = client_log_warnings(os.path.join(self._cwd, "logs"))
-        return f"{text}\n--- client log warnings (tail) ---\n{warnings}" if warnings else text
+        return self._stderr_file.read().decode("utf-8", errors="replace")
+
+    def client_log(self) -> str:
+        """The warnings of the client's own log files: why a route or send failed is often only
+        there, and the peer's HOME is removed after the test."""
+        return client_log_warnings(os.path.join(self._cwd, "logs"))
 
     # -- waiting
 
@@ -144,7 +147,7 @@ class PeerProcess(Generic[R]):
         with self._cond:
             while not pred():
                 if self._bad_output is not None:
-                    raise PeerError(str(self._bad_output), None, self.stderr_text())
+                    raise PeerError(str(self._bad_output), None, self.stderr_text(), self.client_log())
                 left = end - time.monotonic()
                 if left <= 0 or (not self._reader.is_alive() and self._proc.poll() is not None):
                     return pred()
@@ -156,7 +159,7 @@ class PeerProcess(Generic[R]):
         if not self._wait_until(lambda: any(e.name == "started" for e in self._events), timeout):
             rc = self._proc.poll()
             raise PeerError(f"peer did not start within {timeout:.0f} s (exit code {rc}): {self.argv}",
-                            rc, self.stderr_text())
+                            rc, self.stderr_text(), self.client_log())
         started = self.event("started")
         assert started is not None
         return started
@@ -166,7 +169,7 @@ class PeerProcess(Generic[R]):
         if not self._wait_until(lambda: len(self._records) >= n, timeout):
             recs = self.records
             raise PeerTimeoutError(f"peer produced {len(recs)} of {n} records within {timeout:.0f} s",
-                                   recs, self._proc.poll(), self.stderr_text())
+                                   recs, self._proc.poll(), self.stderr_text(), self.client_log())
         return self.records
 
     def finish(self, timeout: float | None = None) -> list[R]:
@@ -178,18 +181,18 @@ class PeerProcess(Generic[R]):
             self.stop()
             recs = self.records
             raise PeerTimeoutError(f"peer process overran its deadline and was killed: {self.argv}",
-                                   recs, None, self.stderr_text()) from None
+                                   recs, None, self.stderr_text(), self.client_log()) from None
         self._reader.join(timeout=10)
         if self._bad_output is not None:
-            raise PeerError(str(self._bad_output), rc, self.stderr_text())
+            raise PeerError(str(self._bad_output), rc, self.stderr_text(), self.client_log())
         recs = self.records
         if rc == EXIT_TIMEOUT:
             raise PeerTimeoutError(f"peer timed out with {len(recs)} records: {self.argv}", recs, rc,
-                                   self.stderr_text())
+                                   self.stderr_text(), self.client_log())
         if rc != EXIT_OK:
             errs = [e.data.get("message") for e in self.events if e.name in ("error", "send-failed")]
             raise PeerError(f"peer exited with code {rc} {errs or ''}: {self.argv}", rc,
-                            self.stderr_text())
+                            self.stderr_text(), self.client_log())
         return recs
 
     def stop(self, grace: float = 10.0) -> int | None:
