@@ -32,7 +32,7 @@ from rmqwire.codec.message import (
     decode_properties,
 )
 from rmqwire.server.store.config import MessageStoreConfig
-from rmqwire.server.store.mapped_file import MappedFile, MappedFileQueue, PageWarmer
+from rmqwire.server.store.mapped_file import MappedFile, MappedFileQueue
 from rmqwire.server.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -253,8 +253,6 @@ class CommitLog:
         self.config = config
         self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log, sync)
         self.begin_time_in_lock = 0
-        #: Set while the store runs: faults the pages after the write position in ahead of time.
-        self.warmer: PageWarmer | None = None
 
     def load(self) -> None:
         self.mapped_file_queue.load()
@@ -332,9 +330,6 @@ class CommitLog:
             rel += size
         f.wrote_position = base + total
         f.store_timestamp = store_timestamp
-        warmer = self.warmer
-        if warmer is not None and f.warmed_to - f.wrote_position < warmer.low_water:
-            warmer.request(f)
         return AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=wrote_offset,

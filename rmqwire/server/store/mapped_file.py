@@ -11,7 +11,6 @@ Files are created sparse with the configured size, as Java's ``RandomAccessFile.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import mmap
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from rmqwire.server.store.config import OS_PAGE_SIZE, file_name
 
-__all__ = ["MappedFile", "MappedFileQueue", "PageWarmer", "StoreLoadError"]
+__all__ = ["MappedFile", "MappedFileQueue", "StoreLoadError"]
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +44,6 @@ class MappedFile:
     __slots__ = (
         "_fd",
         "available",
-        "close_lock",
-        "warm_addr",
-        "warmed_to",
         "file_from_offset",
         "file_size",
         "first_create_in_queue",
@@ -67,9 +63,6 @@ class MappedFile:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
-        self.warmed_to = 0  # pages before it were faulted in by a PageWarmer
-        self.warm_addr = 0
-        self.close_lock: threading.Lock | None = None  # a PageWarmer's, once it touched the file
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store time of the last record appended (commit log)
@@ -199,14 +192,6 @@ class MappedFile:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        lock = self.close_lock
-        if lock is None:
-            self._close()
-        else:
-            with lock:  # not while a PageWarmer faults pages of the mapping in
-                self._close()
-
-    def _close(self) -> None:
         if not self.available:
             return
         self.available = False
@@ -455,105 +440,3 @@ class MappedFileQueue:
             self.store_path.rmdir()
         except OSError:
             pass
-
-
-#: Linux 5.14+: fault pages in writable, as writing would, without touching their contents.
-_MADV_POPULATE_WRITE = 23
-
-
-def _libc_madvise() -> Callable[[int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn  # a ctypes call releases the GIL while it runs
-
-
-class PageWarmer:
-    """Faults the commit log's pages in ahead of the appends, in its own thread.
-
-    The first write to a page of a fresh shared file mapping faults it in: 24 us of the appending
-    thread's CPU per 16 KiB on ext4, most of a 16 x 1 KiB batch's store cost, and the appending
-    thread is the reactor. ``madvise(MADV_POPULATE_WRITE)`` over the next ``window`` bytes does the
-    same faults in bulk (6 us per 16 KiB) with the GIL released, and the contents stay as they are
-    (zeros past the written position: what a sparse file reads as, so recovery sees no difference).
-    Warmed pages count as dirty: the next flush writes them (zeros) once more. Without Linux
-    5.14+ nothing is done.
-    """
-
-    def __init__(self, window: int = 2 << 20) -> None:
-        self.window = window
-        self.low_water = window // 2  # ask for more when fewer warm bytes are left ahead
-        self._madvise = _libc_madvise()
-        self._lock = threading.Lock()
-        self._wakeup = threading.Event()
-        self._stopped = False
-        self._job: MappedFile | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self._madvise is not None
-
-    def start(self) -> None:
-        if self._madvise is None or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name="PageWarmer", daemon=True)
-        self._thread.start()
-
-    def request(self, f: MappedFile) -> None:
-        """Warm the pages after ``f``'s write position (called by the appending thread)."""
-        self._job = f
-        if not self._wakeup.is_set():
-            self._wakeup.set()
-
-    def shutdown(self) -> None:
-        self._stopped = True
-        self._wakeup.set()
-        t = self._thread
-        if t is not None:
-            t.join(10)
-        self._thread = None
-
-    def _run(self) -> None:
-        while not self._stopped:
-            self._wakeup.wait()
-            self._wakeup.clear()
-            f, self._job = self._job, None
-            if f is None or self._stopped:
-                continue
-            try:
-                self.warm(f)
-            except Exception:  # only a speed-up: never let it take anything down
-                log.exception("warming %s failed; no more warming", f.path)
-                return
-
-    def warm(self, f: MappedFile) -> None:
-        """Fault in ``window`` bytes after ``f``'s write position (those not warm yet)."""
-        madvise = self._madvise
-        if madvise is None:
-            return
-        with self._lock:
-            if not f.available:
-                return
-            f.close_lock = self._lock
-            page = mmap.PAGESIZE
-            start = max(f.warmed_to, f.wrote_position - f.wrote_position % page)
-            end = min(f.file_size, f.wrote_position + self.window)
-            end -= end % page
-            if end <= start:
-                return
-            if not f.warm_addr:
-                view = ctypes.c_char.from_buffer(f.mm)
-                f.warm_addr = ctypes.addressof(view)
-                del view  # the mapping stays; only its buffer export ends
-            if madvise(f.warm_addr + start, end - start, _MADV_POPULATE_WRITE) != 0:
-                err = ctypes.get_errno()
-                log.info("page warming off: madvise failed (%s)", os.strerror(err))
-                self._madvise = None
-                return
-            f.warmed_to = end

@@ -75,7 +75,7 @@ from rmqwire.server.store.flush import (
     ServiceThread,
 )
 from rmqwire.server.store.index_service import IndexService
-from rmqwire.server.store.mapped_file import PageWarmer, StoreLoadError
+from rmqwire.server.store.mapped_file import StoreLoadError
 from rmqwire.server.store.recovery import (
     RecoveryReport,
     recover_commit_log,
@@ -321,12 +321,6 @@ class DefaultMessageStore:
             self._flush_real_time.start()
         self._scheduler = _Scheduler(self, self._clock)
         self._scheduler.start()
-        warmer = PageWarmer()
-        # ASYNC_FLUSH only: warmed pages are dirty (zeros) until the data comes, and a SYNC_FLUSH
-        # round's fdatasync would write them on the answers' path
-        if warmer.enabled and not cfg.is_sync_flush:
-            warmer.start()
-            self.commit_log.warmer = warmer
         self._shutdown = False
 
     def shutdown(self) -> None:
@@ -337,7 +331,6 @@ class DefaultMessageStore:
         self._shutdown = True
         with self._put_lock:  # no append is half-way through
             pass
-        self._stop_warmer()
         for service in (self._scheduler, self._group_commit, self._flush_real_time, self._flush_watcher):
             if service is not None:
                 service.shutdown()
@@ -361,16 +354,10 @@ class DefaultMessageStore:
         self._release_lock()
         self._loaded = False
 
-    def _stop_warmer(self) -> None:
-        warmer, self.commit_log.warmer = self.commit_log.warmer, None
-        if warmer is not None:
-            warmer.shutdown()
-
     def abandon(self) -> None:
         """Let go of the directory the way a killed process would: no final flush, dispatch or
         checkpoint, the abort marker stays (for crash tests in one process)."""
         self._shutdown = True
-        self._stop_warmer()
         for service in (self._scheduler, self._group_commit, self._flush_real_time, self._flush_watcher):
             if service is not None:
                 service._stopped.set()

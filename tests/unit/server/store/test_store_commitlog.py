@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import mmap
 import struct
-import threading
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,10 +23,9 @@ from rmqwire.codec.message import (
     schema_decode_messages,
     schema_encode_message,
 )
-from rmqwire.server.store import FlushDiskType, MessageStoreConfig, PutMessageStatus
+from rmqwire.server.store import MessageStoreConfig, PutMessageStatus
 from rmqwire.server.store.commitlog import check_message_and_return_size, tags_code_of
 from rmqwire.server.store.config import file_name, parse_delay_levels
-from rmqwire.server.store.mapped_file import MappedFile, PageWarmer
 
 DELAYS = parse_delay_levels(MessageStoreConfig().message_delay_level)
 
@@ -369,58 +365,3 @@ def test_batch_dispatch_equals_the_single_message_path(store_factory, tmp_path_f
         assert req.keys == props.get("KEYS", "")
         assert req.uniq_key == props.get("UNIQ_KEY")
     store.shutdown()
-
-
-def _minor_faults() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-
-
-@pytest.mark.skipif(not PageWarmer().enabled, reason="needs Linux 5.14+ MADV_POPULATE_WRITE")
-def test_page_warmer_faults_pages_in_ahead_without_changing_them(tmp_path):
-    """Writes into warmed pages take no page faults in the writing thread (64 without warming),
-    and warming changes no byte: the file keeps its data and reads zeros after it."""
-    page = mmap.PAGESIZE
-    f = MappedFile(tmp_path / file_name(0), 256 * page, create=True)
-    try:
-        f.mm[0:100] = b"d" * 100
-        f.wrote_position = 100
-        cold = _minor_faults()
-        f.mm[64 * page:128 * page] = b"x" * (64 * page)  # not warmed: a fault per page
-        cold = _minor_faults() - cold
-        warmer = PageWarmer(window=64 * page)
-        warmer.warm(f)
-        assert f.warmed_to == 64 * page and f.close_lock is not None
-        warm = _minor_faults()
-        f.mm[page:64 * page] = b"y" * (63 * page)
-        warm = _minor_faults() - warm
-        assert cold >= 64 > 4 >= warm
-        with open(f.path, "rb") as disk:
-            data = disk.read()
-        assert data[:100] == b"d" * 100 and data[100:page] == bytes(page - 100)
-        assert data[128 * page:] == bytes(128 * page)
-    finally:
-        f.close()
-    warmer.warm(f)  # a closed file is left alone
-    assert f.warmed_to == 64 * page
-
-
-def test_store_warms_the_commit_log_while_running(store, store_factory, tmp_path):
-    """The running store's appends ask its PageWarmer for the pages ahead; shutdown stops it.
-    Not with SYNC_FLUSH, whose fdatasync per round would write the warmed (dirty) pages."""
-    sync = store_factory(small_config(tmp_path / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
-    assert sync.commit_log.warmer is None
-    warmer = store.commit_log.warmer
-    if not PageWarmer().enabled:
-        assert warmer is None
-        return
-    assert warmer is not None
-    assert store.put_message(make_msg(body=b"w" * 100)).status is PutMessageStatus.PUT_OK
-    f = store.commit_log.mapped_file_queue.last_or_create(0)
-    deadline = time.monotonic() + 30
-    while f.warmed_to == 0 and time.monotonic() < deadline:  # the warmer thread's work
-        threading.Event().wait(0.005)
-    assert f.warmed_to == min(f.file_size, warmer.window)
-    store.shutdown()
-    assert store.commit_log.warmer is None
