@@ -464,14 +464,20 @@ class FutureSink:
         self.window = window
 
     def ok(self, result: Any) -> None:
-        if self.window is not None:
-            self.window.release()
+        window = self.window
+        if window is not None:  # once: a send failed at shutdown may still end later
+            self.window = None
+            window.release()
+        _inbox._pending.discard(self)  # a submit_to call's sink is settled by the call itself
         with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled at shutdown
             self.future.set_result(result)
 
     def fail(self, failure: Failure) -> None:
-        if self.window is not None:
-            self.window.release()
+        window = self.window
+        if window is not None:
+            self.window = None
+            window.release()
+        _inbox._pending.discard(self)
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             self.future.set_exception(failure.value)
 
@@ -517,8 +523,15 @@ class _Inbox:
                 self._items = []
             for fn, args, kwargs, sink in items:
                 try:
-                    d = fn(*args, **kwargs)
+                    if kwargs is None:  # submit_to: fn(sink, *args) settles the sink or returns
+                        pending.add(sink)  # failed at shutdown if still pending then
+                        d = fn(sink, *args)
+                        if d is None:
+                            continue
+                    else:
+                        d = fn(*args, **kwargs)
                 except Exception:
+                    pending.discard(sink)
                     sink.fail(Failure())
                     continue
                 if not isinstance(d, Deferred):
@@ -547,6 +560,16 @@ class _Inbox:
 
 
 _inbox = _Inbox()
+
+
+def submit_to(fn: Callable[..., Any], /, *args: Any, sink: Any) -> None:
+    """Queue ``fn(sink, *args)`` for the reactor thread: it settles ``sink`` itself (``ok`` /
+    ``fail``, which must also discard the sink from the inbox's pending set, as FutureSink does)
+    and returns None, or returns a Deferred (or a value) whose outcome goes to the sink as with
+    ``submit``. No Deferred is needed for a call that completes the sink directly."""
+    if _inbox.reactor is None:
+        ensure_reactor()
+    _inbox.put(fn, args, None, sink)  # type: ignore[arg-type]
 
 
 def submit(fn: Callable[..., Any], /, *args: Any, sink: Any, **kwargs: Any) -> None:

@@ -11,6 +11,7 @@ drive time with ``Clock``. Spec: shared/spec/wire-format.md sections 1.2, 3, 4 a
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable
 
 from twisted.internet import defer
@@ -61,6 +62,16 @@ def drain(reactor: IReactorTime, channels: Iterable[RemotingProtocol], grace: fl
     d = defer.gatherResults(waits, consumeErrors=True)
     d.addTimeout(grace, reactor)
     return d.addBoth(lambda _: None)  # past the grace the caller closes anyway
+
+
+class CallReceiver(typing.Protocol):
+    """Where ``invoke_direct`` delivers a call's outcome (one of the two methods, once)."""
+
+    request: RemotingCommand | None
+
+    def answered(self, response: RemotingCommand) -> None: ...
+
+    def failed(self, error: Exception) -> None: ...
 
 
 class RemotingProtocol(Protocol):
@@ -213,6 +224,37 @@ class RemotingProtocol(Protocol):
             self._reschedule()
         return d
 
+    def invoke_direct(self, cmd: RemotingCommand, timeout: float, receiver: CallReceiver) -> int:
+        """``invoke`` without a Deferred: the response goes to ``receiver.answered(response)``, a
+        timeout or a lost connection to ``receiver.failed(error)``; either is called once, in the
+        reactor thread, and must not raise. Raises what ``invoke`` would fail with. Returns the
+        call's opaque (``forget`` drops the call). With RPC hooks, ``receiver.request`` is set to
+        the request as sent (after_response reads it)."""
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if cmd.flag & FLAG_ONEWAY:
+            raise LocalProtocolError("invoke_direct() got a oneway request; use invoke_oneway()")
+        if not self.connected or self._closing:
+            raise self._not_open_error(cmd)
+        if self.config.rpc_hooks:
+            cmd = self.config.before_request(self.peer, cmd)
+            receiver.request = cmd
+        now = self.reactor.seconds()
+        deadline = now + timeout
+        opaque, data = self.connection.send_request(cmd, deadline, timeout=timeout, token=receiver)
+        self._last_activity = now
+        self.transport.write(data)
+        timer = self._deadline_call
+        if timer is None or not timer.active() or timer.getTime() > deadline:
+            self._reschedule()
+        return opaque
+
+    def forget(self, opaque: int) -> None:
+        """Drop the pending call ``opaque`` (its caller gave up): no outcome reaches it."""
+        self.connection.cancel(opaque)
+        self._reschedule()
+        self._notify_drained()
+
     def invoke_oneway(self, cmd: RemotingCommand) -> Deferred[None]:
         """Send a request with the ONEWAY flag; fire with None once written."""
         if not self.is_open:
@@ -316,26 +358,39 @@ class RemotingProtocol(Protocol):
         self._notify_drained()
 
     def _complete(self, call: PendingCall, response: RemotingCommand) -> None:
-        d, request = call.token
+        token = call.token
+        call.token = None  # the lazily pruned deadline heap may hold the call a while longer
+        direct = type(token) is not tuple  # invoke_direct's receiver, else invoke's (d, request)
         if self.config.rpc_hooks:
             try:
-                self.config.after_response(self.peer, request, response)
+                self.config.after_response(self.peer, token.request if direct else token[1], response)
             except Exception:
                 self.log.failure("RPC hook after_response failed for {code}", code=call.code)
-        d.callback(response)
+        if direct:
+            try:
+                token.answered(response)
+            except Exception:
+                self.log.failure("response handler for {code} failed", code=call.code)
+        else:
+            token[0].callback(response)
         if self._drain_waiters:
             self._notify_drained()
 
     def _fail(self, call: PendingCall, error: Exception) -> None:
-        d, _ = call.token
-        d.errback(error)
+        token = call.token
+        call.token = None
+        if type(token) is tuple:
+            token[0].errback(error)
+            return
+        try:
+            token.failed(error)
+        except Exception:
+            self.log.failure("failure handler for {code} failed", code=call.code)
 
     def _forget(self, d: Deferred[RemotingCommand]) -> None:
         """Deferred canceller: the caller no longer wants the response."""
         # A canceller runs only while ``d`` is unfired, so its opaque is still ours.
-        self.connection.cancel(d.opaque)  # type: ignore[attr-defined]
-        self._reschedule()
-        self._notify_drained()
+        self.forget(d.opaque)  # type: ignore[attr-defined]
 
     def _notify_drained(self) -> None:
         if self._drain_waiters and self.drained:

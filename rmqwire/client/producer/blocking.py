@@ -255,7 +255,8 @@ class Producer:
         sink = _facade.FutureSink(fut, window)
         try:
             if queue is None and selector is None and arg is None and timeout is None:
-                _facade.submit(core.send_async, msg, sink=sink)
+                # the common case settles the sink from the response: no Deferred per send
+                _facade.submit_to(core.send_async_to, msg, sink=sink)
             else:
                 _facade.submit(core.send_async, msg, sink=sink, queue=queue, selector=selector,
                                arg=arg, timeout=timeout)

@@ -361,6 +361,10 @@ class Producer:
     ) -> Deferred[SendResult]:
         """Java's sync send (the retry loop); fires with the SendResult. ``timeout`` in seconds
         (default ``send_msg_timeout``)."""
+        if queue is None and selector is None:
+            d = _SendDeferred(_cancel_send)
+            out = self._send(msg, CommunicationMode.SYNC, None, None, arg, timeout, d)
+            return d if out is None else out
         return self._send(msg, CommunicationMode.SYNC, queue, selector, arg, timeout)
 
     def send_async(
@@ -373,7 +377,17 @@ class Producer:
         timeout: float | None = None,
     ) -> Deferred[SendResult]:
         """Java's async send (transport failures retried as ``onExceptionImpl``, capped in flight)."""
+        if queue is None and selector is None:
+            d = _SendDeferred(_cancel_send)
+            out = self._send(msg, CommunicationMode.ASYNC, None, None, arg, timeout, d)
+            return d if out is None else out
         return self._send(msg, CommunicationMode.ASYNC, queue, selector, arg, timeout)
+
+    def send_async_to(self, sink: Any, msg: CodecMessage | Sequence[CodecMessage]) -> Deferred[SendResult] | None:
+        """``send_async(msg)`` whose outcome goes to ``sink.ok(result)`` / ``sink.fail(failure)``
+        (called once, in the reactor thread): None when the send settles the sink itself (its
+        first attempt went out), else a Deferred of the outcome for the caller to hand on."""
+        return self._send(msg, CommunicationMode.ASYNC, None, None, None, None, sink)
 
     def send_oneway(
         self,
@@ -465,7 +479,10 @@ class Producer:
         selector: MessageQueueSelector | None,
         arg: Any,
         timeout: float | None,
-    ) -> Deferred[Any]:
+        sink: Any = None,
+    ) -> Deferred[Any] | None:
+        """The send of every mode. With a ``sink`` (only without queue or selector), the common
+        case settles it directly and returns None; otherwise the outcome is the Deferred returned."""
         begin = self._now_ms()
         timeout_ms = self.config.send_msg_timeout if timeout is None else int(timeout * 1000)
         try:
@@ -485,12 +502,26 @@ class Producer:
                                    flag=msg.flag, properties=props)
         except Exception as e:
             return defer.fail(e)
+        direct = sink is not None and self.metrics is None
         if mode is CommunicationMode.SYNC:
+            if direct:
+                try:
+                    return self._send_default(msg, mode, begin, timeout_ms, sink)
+                except Exception:
+                    return defer.fail()
             return self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
         tokens = self._async_tokens if mode is CommunicationMode.ASYNC else self._oneway_tokens
         wait = tokens.acquire()
         if wait is None:
-            d = self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
+            if direct and mode is CommunicationMode.ASYNC:
+                try:
+                    d = self._send_default(msg, mode, begin, timeout_ms, sink, tokens)
+                except Exception:
+                    d = defer.fail()
+                if d is None:
+                    return None  # the first attempt gives the token back when the send ends
+            else:
+                d = self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
             return d.addBoth(_release, tokens)
         remaining = (timeout_ms - (self._now_ms() - begin)) / 1000
         what = "send message tryAcquire semaphoreAsyncNum timeout"
@@ -527,12 +558,18 @@ class Producer:
         return d
 
     def _send_default(
-        self, msg: CodecMessage, mode: CommunicationMode, begin: int, timeout_ms: int
-    ) -> Deferred[Any]:
+        self, msg: CodecMessage, mode: CommunicationMode, begin: int, timeout_ms: int,
+        sink: Any = None, tokens: _Semaphore | None = None,
+    ) -> Deferred[Any] | None:
         """Java ``sendDefaultImpl``. Its common case (the route cached, the broker's connection
-        open, no latency fault strategy) is the first attempt written straight on the connection
-        with one Deferred (``_FirstAttempt``); a failure of it, and every other case, goes on in
-        the general retry loop (``_DefaultSend``), which then behaves as if it made that attempt."""
+        open, no latency fault strategy) is the first attempt written straight on the connection,
+        whose response settles ``sink`` directly (``_FirstAttempt``, the channel's receiver: no
+        Deferred between); a failure of it, and every other case, goes on in the general retry
+        loop (``_DefaultSend``), which then behaves as if it made that attempt.
+
+        With a ``sink``: None when the first attempt went out (it settles the sink and gives
+        ``tokens`` back when the send ends), else the Deferred of the general path. Without one,
+        always a Deferred."""
         info = self.publish_info.get(msg.topic)
         if (info is None or not info.message_queues or mode is CommunicationMode.ONEWAY
                 or self.fault_strategy.send_latency_fault_enable):
@@ -548,7 +585,12 @@ class Producer:
         cur = timeout_ms - (now - begin)
         if channel is None or cur <= 0:
             return _DefaultSend(self, msg, mode, begin, timeout_ms, info, mq).start()
-        attempt = _FirstAttempt(self, msg, mode, info, mq, addr, begin, timeout_ms, now)
+        own = sink is None
+        if own:
+            sink = _SendDeferred(_cancel_send)
+        attempt = _FirstAttempt(self, msg, mode, info, mq, addr, begin, timeout_ms, now, sink, tokens)
+        if type(sink) is _SendDeferred:
+            sink.attempt = attempt  # for its canceller; the attempt drops the sink when it ends
         cap = self.config.send_msg_max_timeout_per_request
         if (mode is CommunicationMode.SYNC and cap > -1 and self.config.retry_times_when_send_failed > 0
                 and cur > cap):
@@ -562,10 +604,18 @@ class Producer:
         except Exception:
             # as a failed send_kernel: the sync loop judges it, an async send fails with it
             if mode is CommunicationMode.SYNC:
-                return defer.fail().addErrback(attempt.failed)
-            return defer.fail()
-        d = channel.invoke(request, (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000)
-        return d.addCallbacks(attempt.answered, attempt.failed)
+                attempt.fall_back(Failure())
+            else:
+                attempt.settle(Failure())
+            return sink if own else None
+        try:
+            attempt.opaque = channel.invoke_direct(
+                request, (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000, attempt)
+        except Exception:
+            attempt.fall_back(Failure())  # as the channel's failed call
+            return sink if own else None
+        attempt.channel = channel
+        return sink if own else None
 
     def _metered(self, result: Any, msg: CodecMessage, begin: int) -> Any:
         assert self.metrics is not None
@@ -984,16 +1034,35 @@ class _DefaultSend:
         raise MQClientError(info, response_code=code) from exc
 
 
+class _SendDeferred(Deferred):  # type: ignore[type-arg]
+    """The Deferred a send returns when its first attempt settles it directly (a sink)."""
+
+    attempt: _FirstAttempt | None = None
+
+    ok = Deferred.callback
+    fail = Deferred.errback
+
+
+def _cancel_send(d: _SendDeferred) -> None:
+    """Canceller of a ``_SendDeferred``: the attempt (or the retries it handed on to) is dropped."""
+    attempt = d.attempt
+    if attempt is not None:
+        attempt.cancel()
+
+
 class _FirstAttempt:
-    """The first attempt of ``_send_default``'s common case: the response straight to the
-    SendResult; a failure handed to the general path as the outcome of its own first attempt."""
+    """The first attempt of ``_send_default``'s common case, the channel's receiver: the response
+    straight to the SendResult and into the sink (``ok``/``fail``); a failure handed to the general
+    path as the outcome of its own first attempt, whose outcome then settles the sink. Whatever
+    the outcome, the send's in-flight token (if any) is given back first."""
 
     __slots__ = ("p", "msg", "mode", "info", "mq", "addr", "begin", "timeout", "now", "cur",
-                 "command", "header", "body")
+                 "command", "header", "body", "sink", "tokens", "channel", "opaque", "fallback",
+                 "request")
 
     def __init__(self, p: Producer, msg: CodecMessage, mode: CommunicationMode,
                  info: TopicPublishInfo, mq: MessageQueue, addr: str, begin: int, timeout_ms: int,
-                 now: int) -> None:
+                 now: int, sink: Any, tokens: _Semaphore | None) -> None:
         self.p = p
         self.msg = msg
         self.mode = mode
@@ -1007,30 +1076,101 @@ class _FirstAttempt:
         self.command: Any = None
         self.header: Any = None
         self.body = b""
+        self.sink = sink
+        self.tokens = tokens
+        self.channel: Any = None  # set while the call is pending on it
+        self.opaque = 0
+        self.fallback: Deferred[Any] | None = None
+        self.request: RemotingCommand | None = None  # set by the channel when it has RPC hooks
 
-    def answered(self, response: RemotingCommand) -> Any:
+    # ---- the channel's receiver ----------------------------------------------------------------
+
+    def answered(self, response: RemotingCommand) -> None:
+        self.channel = None
         p = self.p
         if self.mode is CommunicationMode.SYNC:
             try:
                 result = p.process_send_response(
                     self.command.parse_response(response), self.msg, self.mq.broker_name, self.addr)
             except Exception:
-                return self.failed(Failure())
+                self.fall_back(Failure())
+                return
             if result.status is not SendStatus.SEND_OK and p.config.retry_another_broker_when_not_store_ok:
-                return self._loop()._sent(result)
-            return result
+                self._resume(lambda: self._loop()._sent(result))
+                return
+            self.settle(result)
+            return
         try:
             typed = self.command.parse_response(response)
         except Exception:
-            return self.failed(Failure())
-        return p.process_send_response(typed, self.msg, self.mq.broker_name, self.addr)
+            self.fall_back(Failure())
+            return
+        try:
+            result = p.process_send_response(typed, self.msg, self.mq.broker_name, self.addr)
+        except Exception:
+            self.settle(Failure())  # as Java, a response that cannot be read is not retried
+            return
+        self.settle(result)
 
-    def failed(self, failure: Failure) -> Any:
+    def failed(self, error: Exception) -> None:
+        self.channel = None
+        self.fall_back(Failure(error))
+
+    # ---- outcome -------------------------------------------------------------------------------
+
+    def fall_back(self, failure: Failure) -> None:
+        """The attempt failed: the general path judges it (retries, fault items, Java's errors)."""
         if self.mode is CommunicationMode.SYNC:
-            return self._loop()._failed(failure)
+            self._resume(lambda: self._loop()._failed(failure))
+            return
         retry = _AsyncSend(self.p, self.msg, self.info, self.addr, self.mq.broker_name, self.command,
                            self.header, self.body, self.cur, self.now)
-        return retry._transport_failed(failure)
+        self._resume(lambda: retry._transport_failed(failure))
+
+    def _resume(self, step: Any) -> None:
+        try:
+            out = step()
+        except Exception:
+            out = Failure()
+        if isinstance(out, Deferred):
+            self.fallback = out
+            out.addBoth(self.settle)
+        else:
+            self.settle(out)
+
+    def settle(self, outcome: Any) -> None:
+        tokens = self.tokens
+        if tokens is not None:
+            self.tokens = None
+            tokens.release()
+        sink = self.sink
+        if sink is None:  # cancelled
+            return
+        self.sink = None
+        if type(sink) is _SendDeferred:
+            sink.attempt = None  # a caller may keep the Deferred long after: not the attempt
+        if isinstance(outcome, Failure):
+            sink.fail(outcome)
+        else:
+            sink.ok(outcome)
+
+    def cancel(self) -> None:
+        """The caller gave up: forget the pending call (or cancel the retries, which settle the
+        sink with the CancelledError)."""
+        if self.sink is None:
+            return
+        if self.fallback is not None:
+            self.fallback.cancel()
+            return
+        channel = self.channel
+        self.channel = None
+        self.sink = None
+        tokens = self.tokens
+        if tokens is not None:
+            self.tokens = None
+            tokens.release()
+        if channel is not None:
+            channel.forget(self.opaque)
 
     def _loop(self) -> _DefaultSend:
         """The retry loop as it stands after this attempt."""

@@ -38,6 +38,7 @@ from rmqwire.client.blocking import (
     delegate,
     ensure_reactor,
     submit,
+    submit_to,
 )
 from rmqwire.errors import RemotingTimeoutError, RmqwireError
 
@@ -519,13 +520,54 @@ def test_future_sink_gives_its_window_slot_back_once(reactor: Any) -> None:
     assert w.acquire(0)
 
 
+def test_submit_to_lets_the_call_settle_its_sink(reactor: Any) -> None:
+    from rmqwire.client.blocking import _inbox
+
+    held: list[FutureSink] = []
+
+    def direct(sink: FutureSink, n: int) -> None:
+        assert threadable.isInIOThread()
+        held.append(sink)  # settled later, by whatever answers: no Deferred in between
+
+    w = Window(3)
+    futs = [LightFuture() for _ in range(3)]
+    for f in futs:
+        assert w.acquire(0)
+    submit_to(direct, 1, sink=FutureSink(futs[0], w))
+    call(lambda: None, timeout=WAIT)
+    assert len(held) == 1 and not futs[0].done() and held[0] in _inbox._pending
+    call(held[0].ok, 5, timeout=WAIT)
+    assert futs[0].result(WAIT) == 5 and held[0] not in _inbox._pending
+    call(held[0].fail, _failure(Boom("late")), timeout=WAIT)  # a second outcome: slot given once
+    assert w.acquire(0) and not w.acquire(0)
+    d: Deferred[int] = Deferred()
+    submit_to(lambda sink: d, sink=FutureSink(futs[1], w))  # or hands back a Deferred
+    call(d.callback, 6, timeout=WAIT)
+    assert futs[1].result(WAIT) == 6
+    boom = Boom("x")
+    submit_to(functools.partial(_raise_with_sink, boom), sink=FutureSink(futs[2], w))
+    assert futs[2].exception(WAIT) is boom
+    assert w.acquire(0) and w.acquire(0) and not w.acquire(0)  # every slot back, once each
+    assert call(lambda: len(_inbox._pending), timeout=WAIT) == 0
+
+
+def _failure(e: Exception) -> Any:
+    from twisted.python.failure import Failure
+
+    return Failure(e)
+
+
+def _raise_with_sink(e: Exception, sink: Any) -> None:
+    raise e
+
+
 def test_interpreter_exit_fails_submitted_calls() -> None:
     # at exit the reactor stops: a waiting Waiter and a pending Future fail with
     # ReactorStoppedError, and later submits raise it, instead of anyone hanging
     out = _run_script("""
         import concurrent.futures, threading
         from twisted.internet.defer import Deferred
-        from rmqwire.client.blocking import FutureSink, ReactorStoppedError, Waiter, submit
+        from rmqwire.client.blocking import FutureSink, ReactorStoppedError, Waiter, submit, submit_to
 
         started = threading.Event()
 
@@ -535,6 +577,8 @@ def test_interpreter_exit_fails_submitted_calls() -> None:
 
         fut = concurrent.futures.Future()
         submit(never, sink=FutureSink(fut))
+        direct = concurrent.futures.Future()
+        submit_to(lambda sink: None, sink=FutureSink(direct))  # keeps its sink, never settles it
 
         def waiter():
             w = Waiter("never")
@@ -544,6 +588,7 @@ def test_interpreter_exit_fails_submitted_calls() -> None:
             except ReactorStoppedError:
                 print("waiter stopped", flush=True)
             print("future", type(fut.exception(30)).__name__, flush=True)
+            print("direct", type(direct.exception(30)).__name__, flush=True)
             try:
                 submit(never, sink=Waiter("late"))
             except ReactorStoppedError:
@@ -554,7 +599,7 @@ def test_interpreter_exit_fails_submitted_calls() -> None:
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["waiter stopped", "future ReactorStoppedError",
-                                       "late refused"], out.stderr
+                                       "direct ReactorStoppedError", "late refused"], out.stderr
 
 
 def test_reactor_run_by_its_owner() -> None:

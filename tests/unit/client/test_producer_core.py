@@ -9,6 +9,7 @@ import lz4.frame
 import pytest
 import zstandard
 from fake_cluster import World
+from twisted.internet.defer import CancelledError
 from twisted.trial.unittest import SynchronousTestCase
 
 from rmqwire.client.instance import ClientManager
@@ -495,6 +496,55 @@ def test_async_in_flight_cap_waits_then_times_out() -> None:
     for d in held:
         _t.failureResultOf(d, RemotingTimeoutError)
     assert p._async_tokens.tokens == 2  # every token came back
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.outcomes: list[Any] = []
+
+    def ok(self, result: Any) -> None:
+        self.outcomes.append(result)
+
+    def fail(self, failure: Any) -> None:
+        self.outcomes.append(failure.value)
+
+
+def test_warm_async_send_settles_a_sink_from_the_response() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w, warm=True, max_inflight_async=4)
+    sinks = [Sink() for _ in range(3)]
+    assert [p.send_async_to(s, Message("T", b"x")) for s in sinks] == [None] * 3  # settled directly
+    assert p._async_tokens.tokens == 1
+    w.run()
+    results = [s.outcomes for s in sinks]
+    assert [r.queue_offset for (r,) in results] == [0, 1, 2] and p._async_tokens.tokens == 4
+    # a broker error: not retried, the sink fails with it and the token comes back
+    w.brokers["broker-a"].fail_next = [2]
+    s = Sink()
+    assert p.send_async_to(s, Message("T", b"x")) is None
+    w.run()
+    assert len(s.outcomes) == 1 and isinstance(s.outcomes[0], Exception) and p._async_tokens.tokens == 4
+    # a bad message fails before anything: a Deferred for the caller to hand on
+    d = p.send_async_to(Sink(), Message("T", b""))
+    _t.failureResultOf(d, MessageIllegalError)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_cancelling_a_warm_send_forgets_its_call_and_gives_the_token_back(mode: str) -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w, warm=True, max_inflight_async=2)
+    w.brokers["broker-a"].hold = True
+    d = (p.send if mode == "sync" else p.send_async)(Message("T", b"x"))
+    w.run()
+    channel = p.instance.open_broker_channel(w.brokers["broker-a"].addr)
+    assert channel.pending_count == 1 and p._async_tokens.tokens == (2 if mode == "sync" else 1)
+    d.cancel()
+    _t.failureResultOf(d, CancelledError)
+    assert channel.pending_count == 0 and p._async_tokens.tokens == 2
+    w.brokers["broker-a"].hold = False
+    assert send(w, p.send_async(Message("T", b"y"))).status is SendStatus.SEND_OK
 
 
 def test_namespace_wraps_topic_and_group_as_java() -> None:

@@ -170,6 +170,86 @@ def test_cancel_forgets_the_call() -> None:
     assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_check_idle"]
 
 
+class Receiver:
+    """An ``invoke_direct`` receiver recording what reached it."""
+
+    def __init__(self, raises: bool = False) -> None:
+        self.request: RemotingCommand | None = None
+        self.outcomes: list[Any] = []
+        self.raises = raises
+
+    def answered(self, response: RemotingCommand) -> None:
+        self.outcomes.append(response)
+        if self.raises:
+            raise RuntimeError("receiver bug")
+
+    def failed(self, error: Exception) -> None:
+        self.outcomes.append(error)
+        if self.raises:
+            raise RuntimeError("receiver bug")
+
+
+def test_invoke_direct_hands_the_response_to_the_receiver() -> None:
+    h = Harness()
+    r1, r2 = Receiver(), Receiver()
+    assert (h.proto.invoke_direct(ROUTE, 3.0, r1), h.proto.invoke_direct(ROUTE, 3.0, r2)) == (0, 1)
+    req1, req2 = h.sent()
+    assert req1 == ROUTE.with_opaque(0) and req2 == ROUTE.with_opaque(1)
+    assert r1.outcomes == [] and h.proto.pending_count == 2
+    h.feed(req2.response_to(0, remark="two"))
+    h.feed(req1.response_to(0, remark="one"))
+    assert [r.remark for r in r1.outcomes + r2.outcomes] == ["one", "two"]
+    assert h.proto.pending_count == 0 and r1.request is None  # no hooks: the request not kept
+    assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_check_idle"]
+
+
+def test_invoke_direct_timeout_loss_and_forget() -> None:
+    h = Harness()
+    late, lost, forgotten = Receiver(), Receiver(), Receiver()
+    h.proto.invoke_direct(ROUTE, 1.0, late)
+    h.proto.invoke_direct(ROUTE, 5.0, lost)
+    opaque = h.proto.invoke_direct(ROUTE, 5.0, forgotten)
+    h.clock.advance(1.0)
+    (err,) = late.outcomes
+    assert isinstance(err, RemotingTimeoutError) and "opaque 0" in str(err) and lost.outcomes == []
+    h.proto.forget(opaque)
+    assert h.proto.pending_count == 1
+    h.lose()
+    assert [type(e) for e in lost.outcomes] == [ConnectionLostError] and forgotten.outcomes == []
+    assert late.outcomes == [err]  # each outcome once
+
+
+def test_invoke_direct_refusals_raise_before_anything_is_written() -> None:
+    h = Harness(max_inflight=1)
+    with pytest.raises(ValueError):
+        h.proto.invoke_direct(ROUTE, 0, Receiver())
+    with pytest.raises(LocalProtocolError):
+        h.proto.invoke_direct(dataclasses.replace(ROUTE, flag=FLAG_ONEWAY), 3.0, Receiver())
+    h.proto.invoke_direct(ROUTE, 3.0, Receiver())
+    h.tr.clear()
+    with pytest.raises(RemotingTooManyRequestsError):
+        h.proto.invoke_direct(ROUTE, 3.0, Receiver())
+    h.lose()
+    with pytest.raises(ConnectionLostError):
+        h.proto.invoke_direct(ROUTE, 3.0, Receiver())
+    assert h.tr.value() == b""
+
+
+def test_invoke_direct_runs_hooks_and_survives_a_failing_receiver(log_events) -> None:
+    hook = RecordingHook("1")
+    h = Harness(rpc_hooks=(hook,))
+    bad, good = Receiver(raises=True), Receiver()
+    h.proto.invoke_direct(ROUTE, 3.0, bad)
+    h.proto.invoke_direct(ROUTE, 3.0, good)
+    first, second = h.sent()
+    assert first.ext_fields["hooks"] == "1" and bad.request.ext_fields == first.ext_fields
+    h.feed(first.response_to(0))  # the receiver raises: logged, the next frame still handled
+    h.feed(second.response_to(0))
+    assert len(bad.outcomes) == 1 and len(good.outcomes) == 1
+    assert [req.ext_fields["hooks"] for _, req, _ in hook.responses] == ["1", "1"]
+    assert any("response handler" in f for f in log_events.formats(LogLevel.critical))
+
+
 @pytest.mark.parametrize("timeout", [0, -1.0])
 def test_non_positive_timeout_is_refused(timeout: float) -> None:
     h = Harness()
