@@ -482,6 +482,37 @@ class FutureSink:
             self.future.set_exception(failure.value)
 
 
+class SinkFuture(LightFuture):
+    """A LightFuture that is its own sink (``ok``/``fail`` as FutureSink's, the ``window`` slot
+    given back once): one object less per call than a LightFuture with a FutureSink."""
+
+    def __init__(self, window: Window | None = None) -> None:  # LightFuture's, inline
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        self._cond = None
+        self.window = window
+        self.deferred: Deferred[Any] | None = None
+
+    def ok(self, result: Any) -> None:
+        window = self.window
+        if window is not None:
+            self.window = None
+            window.release()
+        _inbox._pending.discard(self)
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled at shutdown
+            self.set_result(result)
+
+    def fail(self, failure: Failure) -> None:
+        window = self.window
+        if window is not None:
+            self.window = None
+            window.release()
+        _inbox._pending.discard(self)
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            self.set_exception(failure.value)
+
+
 class _Inbox:
     """Calls queued by other threads, drained by the reactor thread in one wake-up per burst."""
 

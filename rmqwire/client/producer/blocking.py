@@ -240,27 +240,29 @@ class Producer:
         for one to end, so a fast sender cannot queue without bound.
         """
         core = self.core
-        fut: concurrent.futures.Future[SendResult] = _facade.LightFuture()
+        window = self._async_window
+        assert window is not None
+        # the future is the send's sink too; its window slot is set once taken
+        fut: _facade.SinkFuture = _facade.SinkFuture()
         if callback is not None:
             reactor = self._reactor
             fut.add_done_callback(lambda f: reactor.callFromThread(reactor.callInThread, callback, f))
-        window = self._async_window
-        assert window is not None
         budget = core.config.send_msg_timeout / 1000 if timeout is None else timeout
         if not window.acquire(budget):
             fut.set_exception(RemotingTooManyRequestsError(
                 "send message tryAcquire semaphoreAsyncNum timeout"))
             return fut
         # the slot goes back when the send ends (not when a caller cancels the future)
-        sink = _facade.FutureSink(fut, window)
+        fut.window = window
         try:
             if queue is None and selector is None and arg is None and timeout is None:
                 # the common case settles the sink from the response: no Deferred per send
-                _facade.submit_to(core.send_async_to, msg, sink=sink)
+                _facade.submit_to(core.send_async_to, msg, sink=fut)
             else:
-                _facade.submit(core.send_async, msg, sink=sink, queue=queue, selector=selector,
+                _facade.submit(core.send_async, msg, sink=fut, queue=queue, selector=selector,
                                arg=arg, timeout=timeout)
         except BaseException:
+            fut.window = None
             window.release()
             raise
         return fut

@@ -31,6 +31,7 @@ from rmqwire.client.blocking import (
     FutureSink,
     LightFuture,
     ReactorThreadError,
+    SinkFuture,
     Waiter,
     Window,
     blocking,
@@ -548,6 +549,26 @@ def test_submit_to_lets_the_call_settle_its_sink(reactor: Any) -> None:
     submit_to(functools.partial(_raise_with_sink, boom), sink=FutureSink(futs[2], w))
     assert futs[2].exception(WAIT) is boom
     assert w.acquire(0) and w.acquire(0) and not w.acquire(0)  # every slot back, once each
+    assert call(lambda: len(_inbox._pending), timeout=WAIT) == 0
+
+
+def test_sink_future_is_its_own_sink(reactor: Any) -> None:
+    from rmqwire.client.blocking import _inbox
+
+    w = Window(2)
+    assert w.acquire(0) and w.acquire(0)
+    ok, bad = SinkFuture(w), SinkFuture(w)
+    seen: list[Any] = []
+    ok.add_done_callback(lambda f: seen.append(f.result()))
+    held: list[Any] = []
+    submit_to(lambda sink: held.append(sink), sink=ok)
+    submit_to(lambda sink: defer.fail(Boom("no")), sink=bad)
+    assert isinstance(bad.exception(WAIT), Boom)
+    assert held == [ok] and not ok.done()
+    call(ok.ok, 4, timeout=WAIT)
+    call(ok.fail, _failure(Boom("late")), timeout=WAIT)  # ignored, its slot not given twice
+    assert ok.result(WAIT) == 4 and seen == [4]
+    assert w.acquire(0) and w.acquire(0) and not w.acquire(0)
     assert call(lambda: len(_inbox._pending), timeout=WAIT) == 0
 
 
