@@ -554,9 +554,9 @@ class _Inbox:
                 self._items = []
             for fn, args, kwargs, sink in items:
                 try:
-                    if kwargs is None:  # submit_to: fn(sink, *args) settles the sink or returns
+                    if kwargs is None:  # submit_to: fn(sink, arg) settles the sink or returns
                         pending.add(sink)  # failed at shutdown if still pending then
-                        d = fn(sink, *args)
+                        d = fn(sink, args)
                         if d is None:
                             continue
                     else:
@@ -593,14 +593,15 @@ class _Inbox:
 _inbox = _Inbox()
 
 
-def submit_to(fn: Callable[..., Any], /, *args: Any, sink: Any) -> None:
-    """Queue ``fn(sink, *args)`` for the reactor thread: it settles ``sink`` itself (``ok`` /
-    ``fail``, which must also discard the sink from the inbox's pending set, as FutureSink does)
-    and returns None, or returns a Deferred (or a value) whose outcome goes to the sink as with
-    ``submit``. No Deferred is needed for a call that completes the sink directly."""
+def submit_to(fn: Callable[[Any, Any], Any], arg: Any, /, *, sink: Any) -> None:
+    """Queue ``fn(sink, arg)`` for the reactor thread: it settles ``sink`` itself (``ok`` /
+    ``fail``, which must also discard the sink from the inbox's pending set, as FutureSink and
+    SinkFuture do) and returns None, or returns a Deferred (or a value) whose outcome goes to the
+    sink as with ``submit``. No Deferred is needed for a call that completes the sink directly;
+    one argument, so no argument tuple either (a GC-tracked object per call fewer)."""
     if _inbox.reactor is None:
         ensure_reactor()
-    _inbox.put(fn, args, None, sink)  # type: ignore[arg-type]
+    _inbox.put(fn, arg, None, sink)  # type: ignore[arg-type]
 
 
 def submit(fn: Callable[..., Any], /, *args: Any, sink: Any, **kwargs: Any) -> None:

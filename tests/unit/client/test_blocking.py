@@ -542,11 +542,11 @@ def test_submit_to_lets_the_call_settle_its_sink(reactor: Any) -> None:
     call(held[0].fail, _failure(Boom("late")), timeout=WAIT)  # a second outcome: slot given once
     assert w.acquire(0) and not w.acquire(0)
     d: Deferred[int] = Deferred()
-    submit_to(lambda sink: d, sink=FutureSink(futs[1], w))  # or hands back a Deferred
+    submit_to(lambda sink, _: d, None, sink=FutureSink(futs[1], w))  # or hands back a Deferred
     call(d.callback, 6, timeout=WAIT)
     assert futs[1].result(WAIT) == 6
     boom = Boom("x")
-    submit_to(functools.partial(_raise_with_sink, boom), sink=FutureSink(futs[2], w))
+    submit_to(_raise_with_sink, boom, sink=FutureSink(futs[2], w))
     assert futs[2].exception(WAIT) is boom
     assert w.acquire(0) and w.acquire(0) and not w.acquire(0)  # every slot back, once each
     assert call(lambda: len(_inbox._pending), timeout=WAIT) == 0
@@ -561,8 +561,8 @@ def test_sink_future_is_its_own_sink(reactor: Any) -> None:
     seen: list[Any] = []
     ok.add_done_callback(lambda f: seen.append(f.result()))
     held: list[Any] = []
-    submit_to(lambda sink: held.append(sink), sink=ok)
-    submit_to(lambda sink: defer.fail(Boom("no")), sink=bad)
+    submit_to(lambda sink, _: held.append(sink), None, sink=ok)
+    submit_to(lambda sink, e: defer.fail(e), Boom("no"), sink=bad)
     assert isinstance(bad.exception(WAIT), Boom)
     assert held == [ok] and not ok.done()
     call(ok.ok, 4, timeout=WAIT)
@@ -578,7 +578,7 @@ def _failure(e: Exception) -> Any:
     return Failure(e)
 
 
-def _raise_with_sink(e: Exception, sink: Any) -> None:
+def _raise_with_sink(sink: Any, e: Exception) -> None:
     raise e
 
 
@@ -599,7 +599,7 @@ def test_interpreter_exit_fails_submitted_calls() -> None:
         fut = concurrent.futures.Future()
         submit(never, sink=FutureSink(fut))
         direct = concurrent.futures.Future()
-        submit_to(lambda sink: None, sink=FutureSink(direct))  # keeps its sink, never settles it
+        submit_to(lambda sink, _: None, None, sink=FutureSink(direct))  # never settles its sink
 
         def waiter():
             w = Waiter("never")
