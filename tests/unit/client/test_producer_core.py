@@ -13,7 +13,7 @@ from twisted.internet.defer import CancelledError
 from twisted.trial.unittest import SynchronousTestCase
 
 from rmqwire.client.instance import ClientManager
-from rmqwire.client.message import Message, SendStatus
+from rmqwire.client.message import Message, SendResult, SendStatus
 from rmqwire.client.producer import Producer
 from rmqwire.codec.message import decode_batch, decode_properties
 from rmqwire.errors import (
@@ -528,6 +528,29 @@ def test_warm_async_send_settles_a_sink_from_the_response() -> None:
     # a bad message fails before anything: a Deferred for the caller to hand on
     d = p.send_async_to(Sink(), Message("T", b""))
     assert "body length is zero" in str(_t.failureResultOf(d, MQClientError).value)
+
+
+def test_warm_async_send_lost_in_flight_is_retried_elsewhere_into_its_sink() -> None:
+    # the direct first attempt fails (connection lost with the call pending): the general async
+    # path retries it on the other broker, and that outcome settles the sink, once
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w, warm=True, max_inflight_async=2)
+    for b in w.brokers.values():
+        b.hold = True
+    s = Sink()
+    assert p.send_async_to(s, Message("T", b"x")) is None
+    w.run()
+    (first,) = w.sends
+    lost = first.header.n
+    for b in w.brokers.values():
+        b.hold = False
+    assert s.outcomes == [] and p._async_tokens.tokens == 1
+    w.stop_broker(lost)
+    (r,) = s.outcomes
+    assert isinstance(r, SendResult) and r.status is SendStatus.SEND_OK
+    assert r.message_queue.broker_name != lost and p._async_tokens.tokens == 2
+    assert [x.header.n for x in w.sends] == [lost, r.message_queue.broker_name]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
