@@ -150,3 +150,83 @@ def test_shutdown_flushes_and_dispatches_everything(store_factory, tmp_path, gat
     assert sync_store_config.is_sync_flush
     assert reopened.get_max_offset_in_queue("TopicTest", 0) == 3
     assert not reopened.recovery_report.abnormal
+
+
+class DurableSync:
+    """Real ``fdatasync`` that records what it made durable: the commit-log bytes written before
+    each call (the file's write position at entry, as a commit-log offset) count once it returns."""
+
+    def __init__(self) -> None:
+        self.store = None
+        self.durable = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        covered = None
+        if "/commitlog/" in path and self.store is not None:
+            for f in self.store.commit_log.mapped_file_queue.files:
+                if os.path.samefile(f.path, path):
+                    covered = f.file_from_offset + f.wrote_position
+        os.fdatasync(fd)
+        if covered is not None:
+            with self._lock:
+                self.durable = max(self.durable, covered)
+
+
+def test_listened_writers_are_released_only_after_their_bytes_are_fdatasynced(store_factory, tmp_path):
+    """Under a steady stream of listened appends (over several commit-log files), every writer a
+    round releases ends below what an fdatasync that already returned covered, and a record
+    reaches the dispatchers (consume queue, long polling: a consumer) only once durable too."""
+    durable = DurableSync()
+    config = small_config(tmp_path / "store", flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    store = store_factory(config, sync=durable)
+    durable.store = store
+    bad: list[str] = []
+    released: list[int] = []
+    n = 400
+
+    def on_arrival(req) -> None:
+        if req.commit_log_offset + req.msg_size > durable.durable:
+            bad.append(f"record at {req.commit_log_offset} dispatched before its fdatasync")
+
+    def listener(done) -> None:
+        for req, status in done:
+            if req.next_offset > durable.durable:
+                bad.append(f"writer up to {req.next_offset} released, durable {durable.durable}")
+            if status is PutMessageStatus.PUT_OK:
+                released.append(req.next_offset)
+
+    store.add_arrival_listener(on_arrival)
+    store.set_flush_listener(listener)
+
+    def write() -> None:
+        for i in range(n):
+            store.put_listened(make_msg(body=b"d" * 600, queue_id=i % 4)).token = i
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(30)
+    wait_until(lambda: len(released) == n)
+    assert store.max_phy_offset > 2 * config.mapped_file_size_commit_log  # crossed files
+    wait_until(lambda: sum(store.get_max_offset_in_queue("TopicTest", q) for q in range(4)) == n)
+    assert bad == []
+
+
+def test_listened_message_invisible_to_a_consumer_until_flushed_and_dispatched(store_factory, tmp_path, gated):
+    """A listened put whose fdatasync is held: not released, not in its consume queue, not
+    returned by a pull; once the flush returns, released, then dispatched and pulled."""
+    store = sync_store(store_factory, tmp_path, gated)
+    done: list = []
+    store.set_flush_listener(done.extend)
+    gated.hold()
+    req = store.put_listened(make_msg(body=b"held in the page cache"))
+    assert gated.entered.wait(10)  # the round is inside its fdatasync
+    assert done == []
+    assert store.get_max_offset_in_queue("TopicTest", 0) == 0
+    assert store.get_message("g", "TopicTest", 0, 0, 32).message_count == 0
+    gated.release()
+    wait_until(lambda: done == [(req, PutMessageStatus.PUT_OK)])
+    assert store.commit_log.flushed_where >= req.next_offset
+    wait_until(lambda: store.get_max_offset_in_queue("TopicTest", 0) == 1)
+    assert store.get_message("g", "TopicTest", 0, 0, 32).message_count == 1
