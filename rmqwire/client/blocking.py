@@ -452,6 +452,16 @@ class Window:
                 self._room.notify()
 
 
+def _call_ended(sink: FutureSink | SinkFuture) -> None:
+    """A future-settling sink's call ended: its ``window`` slot is given back (once: a send failed
+    at shutdown may still end later) and the inbox forgets it (a submit_to call settles it itself)."""
+    window = sink.window
+    if window is not None:
+        sink.window = None
+        window.release()
+    _inbox._pending.discard(sink)
+
+
 class FutureSink:
     """A sink settling a ``concurrent.futures.Future`` (its callbacks run in the reactor thread);
     the call's ``window`` slot, if any, is given back first (once, when the call ends)."""
@@ -464,20 +474,12 @@ class FutureSink:
         self.window = window
 
     def ok(self, result: Any) -> None:
-        window = self.window
-        if window is not None:  # once: a send failed at shutdown may still end later
-            self.window = None
-            window.release()
-        _inbox._pending.discard(self)  # a submit_to call's sink is settled by the call itself
+        _call_ended(self)
         with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled at shutdown
             self.future.set_result(result)
 
     def fail(self, failure: Failure) -> None:
-        window = self.window
-        if window is not None:
-            self.window = None
-            window.release()
-        _inbox._pending.discard(self)
+        _call_ended(self)
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             self.future.set_exception(failure.value)
 
@@ -495,20 +497,12 @@ class SinkFuture(LightFuture):
         self.deferred: Deferred[Any] | None = None
 
     def ok(self, result: Any) -> None:
-        window = self.window
-        if window is not None:
-            self.window = None
-            window.release()
-        _inbox._pending.discard(self)
+        _call_ended(self)
         with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled at shutdown
             self.set_result(result)
 
     def fail(self, failure: Failure) -> None:
-        window = self.window
-        if window is not None:
-            self.window = None
-            window.release()
-        _inbox._pending.discard(self)
+        _call_ended(self)
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             self.set_exception(failure.value)
 
