@@ -564,6 +564,15 @@ class ClientInstance(Service):
             self._watch(addr)
         return self.remoting.call(addr, command, header, body=body, timeout=timeout)
 
+    def broker_call_prepared(
+        self, addr: str, command: type[Command], request: Any, *, timeout: float | None = None,
+    ) -> Deferred[Response[Any, Any]]:
+        """``broker_call`` with a ``PreparedRequest`` of ``command``."""
+        entry = self._gates.get(addr)
+        if entry is None or not entry[0].is_open:
+            self._watch(addr)
+        return self.remoting.call_prepared(addr, command, request, timeout=timeout)
+
     def broker_oneway(
         self, addr: str, command: type[Command], header: Any = None, *, body: Any = None,
         remark: str | None = None,

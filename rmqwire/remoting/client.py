@@ -26,7 +26,7 @@ from twisted.python.failure import Failure
 
 from rmqwire.codec.codes import code_name
 from rmqwire.codec.commands import Command, Response
-from rmqwire.codec.frame import RemotingCommand
+from rmqwire.codec.frame import PreparedRequest, RemotingCommand
 from rmqwire.errors import (
     LocalProtocolError,
     RemotingConnectError,
@@ -216,6 +216,24 @@ class RemotingClient(Service):
         except Exception as e:
             return defer.fail(e)
         return self.invoke(addr, request, timeout).addCallback(command.parse_response)
+
+    def call_prepared(
+        self, addr: str, command: type[Command], request: PreparedRequest, *, timeout: float | None = None
+    ) -> Deferred[Response[Any, Any]]:
+        """``call`` with a request of ``command`` framed but for its opaque: on an open channel
+        it is written as it is (see ``RemotingProtocol.invoke_prepared``); else it waits for the
+        channel as its command."""
+        if timeout is None:
+            timeout = self.config.call_timeout
+        if not self._closed:
+            proto = self._channels.get(addr)
+            if proto is not None and proto.is_open:
+                return proto.invoke_prepared(request, timeout).addCallback(command.parse_response)
+        try:
+            cmd = request.command()
+        except Exception as e:
+            return defer.fail(e)
+        return self.invoke(addr, cmd, timeout).addCallback(command.parse_response)
 
     def oneway(
         self, addr: str, command: type[Command], header: Any = None, *, body: Any = None, **fields: Any

@@ -22,6 +22,7 @@ from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
 from rmqwire.codec.frame import (
     DEFAULT_MAX_FRAME_LENGTH,
     FrameDecoder,
+    PreparedRequest,
     RemotingCommand,
     encode_frame,
 )
@@ -201,6 +202,39 @@ class RemotingConnection:
                 heapq.heappush(self._deadlines, (deadline, self._seq, call))
                 if len(self._deadlines) > 2 * len(pending) + 64:
                     self._compact()
+        return opaque, data
+
+    def send_prepared(
+        self,
+        request: PreparedRequest,
+        deadline: float | None = None,
+        *,
+        timeout: float | None = None,
+        token: Any = None,
+    ) -> tuple[int, bytes]:
+        """``send_request`` for a two-way request framed but for its opaque (JSON headers only:
+        the caller checks ``serialize_type``)."""
+        if self.state is not ConnectionState.OPEN:
+            self._check_open("send a request")
+        pending = self._pending
+        if self.max_pending is not None and len(pending) >= self.max_pending:
+            raise RemotingTooManyRequestsError(
+                f"{len(pending)} calls already in flight on this connection "
+                f"(max_pending {self.max_pending})"
+            )
+        opaque = self._next_opaque
+        if opaque in pending or opaque == _INT32_MAX:
+            opaque = self._allocate_opaque()
+        else:
+            self._next_opaque = opaque + 1
+        data = request.frame(opaque)
+        call = PendingCall(opaque, request.code, deadline, timeout, token)
+        pending[opaque] = call
+        if deadline is not None:
+            self._seq += 1
+            heapq.heappush(self._deadlines, (deadline, self._seq, call))
+            if len(self._deadlines) > 2 * len(pending) + 64:
+                self._compact()
         return opaque, data
 
     def _compact(self) -> None:

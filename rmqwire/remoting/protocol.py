@@ -21,8 +21,8 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from rmqwire.codec.codes import FLAG_ONEWAY, ResponseCode, code_name
-from rmqwire.codec.frame import RemotingCommand
+from rmqwire.codec.codes import FLAG_ONEWAY, ResponseCode, SerializeType, code_name
+from rmqwire.codec.frame import PreparedRequest, RemotingCommand
 from rmqwire.errors import (
     CodecError,
     ConnectionLostError,
@@ -255,6 +255,38 @@ class RemotingProtocol(Protocol):
         self._reschedule()
         self._notify_drained()
 
+    def invoke_prepared(self, request: PreparedRequest, timeout: float | None = None) -> Deferred[RemotingCommand]:
+        """``invoke`` for a request framed but for its opaque (``PreparedRequest``): written as it
+        is when the connection sends JSON headers and has no RPC hooks, else as its command."""
+        conn = self.connection
+        if self.config.rpc_hooks or conn.serialize_type is not SerializeType.JSON:
+            try:
+                cmd = request.command()
+            except Exception as e:
+                return defer.fail(e)
+            return self.invoke(cmd, timeout)
+        if timeout is None:
+            timeout = self.config.call_timeout
+        if not timeout > 0:
+            return defer.fail(ValueError(f"timeout must be positive, got {timeout}"))
+        if not self.connected or self._closing:
+            return defer.fail(self._not_open_error(request))
+        d: Deferred[RemotingCommand] = Deferred(canceller=self._forget)
+        try:
+            now = self.reactor.seconds()
+            deadline = now + timeout
+            # no hooks: after_response never reads the request, so none is kept
+            opaque, data = conn.send_prepared(request, deadline, timeout=timeout, token=(d, None))
+        except (LocalProtocolError, CodecError, RemotingError) as e:
+            return defer.fail(e)
+        d.opaque = opaque  # type: ignore[attr-defined]
+        self._last_activity = now
+        self.transport.write(data)
+        timer = self._deadline_call
+        if timer is None or not timer.active() or timer.getTime() > deadline:
+            self._reschedule()
+        return d
+
     def invoke_oneway(self, cmd: RemotingCommand) -> Deferred[None]:
         """Send a request with the ONEWAY flag; fire with None once written."""
         if not self.is_open:
@@ -298,7 +330,7 @@ class RemotingProtocol(Protocol):
 
     # ---- internals -----------------------------------------------------------------------------
 
-    def _not_open_error(self, cmd: RemotingCommand) -> ConnectionLostError:
+    def _not_open_error(self, cmd: RemotingCommand | PreparedRequest) -> ConnectionLostError:
         state = "closed" if self._closing else "not connected"
         return ConnectionLostError(
             f"cannot send request {code_name(cmd.code)} to {self.peer}: connection {state}"

@@ -42,6 +42,7 @@ from rmqwire.codec.commands.pull import (
     LitePullMessage,
     PullMessage,
     PullMessageRequestHeader,
+    PullRequestTemplate,
     PullSysFlag,
 )
 from rmqwire.codec.header import BoundaryType
@@ -166,6 +167,8 @@ class PullAPIWrapper:
         self.default_broker_id = MASTER_ID
         #: broker addresses that answered LITE_PULL_MESSAGE with REQUEST_CODE_NOT_SUPPORTED
         self.no_lite_pull: set[str] = set()
+        #: per queue, its PULL_MESSAGE frame (push consumers pull the same queue again and again)
+        self._templates: dict[MessageQueue, tuple[tuple[Any, ...], PullRequestTemplate]] = {}
 
     def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
         if self.connect_broker_by_user:
@@ -232,21 +235,36 @@ class PullAPIWrapper:
                                     f"upgrade to support for filter message by {expression_type}")
             flag = int(sys_flag)  # plain int arithmetic: IntFlag operators are slow
             if found.slave:
-                flag = PullSysFlag.clear_commit_offset(flag)
+                flag = int(PullSysFlag.clear_commit_offset(flag))  # an int, as the cached frame needs
             addr = found.broker_addr
             if flag & _LITE_PULL and (
                     addr in self.no_lite_pull or 0 < found.broker_version < V5_0_0):
                 # 4.x brokers have no LITE_PULL_MESSAGE: pull as their own lite consumers do
                 flag &= ~_LITE_PULL
-            header = PullMessageRequestHeader(
-                consumer_group=self.consumer_group, topic=mq.topic, queue_id=mq.queue_id,
-                queue_offset=offset, max_msg_nums=max_nums, sys_flag=int(flag),
-                commit_offset=commit_offset, suspend_timeout_millis=broker_suspend_max_time_millis,
-                subscription=sub_expression, sub_version=sub_version,
-                max_msg_bytes=max_size_in_bytes, expression_type=expression_type,
-                bname=mq.broker_name,
-            )
             command = LitePullMessage if flag & _LITE_PULL else PullMessage
+            if command is PullMessage and type(offset) is int and type(commit_offset) is int:
+                # the queue's frame, built from the typed header once while what it holds
+                # besides the offsets and sysFlag stays the same (group, topic, queue and broker
+                # name are the queue's; sub_version changes on a rebalance)
+                key = (max_nums, broker_suspend_max_time_millis, sub_expression, sub_version,
+                       expression_type, max_size_in_bytes)
+                entry = self._templates.get(mq)
+                if entry is not None and entry[0] == key:
+                    template = entry[1]
+                else:
+                    template = PullRequestTemplate(
+                        PullMessage, self._header(mq, sub_expression, expression_type, sub_version,
+                                                  offset, max_nums, max_size_in_bytes, flag,
+                                                  commit_offset, broker_suspend_max_time_millis),
+                        language=self.instance.remoting.config.language,
+                        version=self.instance.remoting.config.version)
+                    self._templates[mq] = (key, template)
+                prepared = template.request(offset, flag, commit_offset)
+                d = self.instance.broker_call_prepared(addr, PullMessage, prepared,
+                                                       timeout=timeout_millis / 1000)
+                return d.addCallback(pull_result_of)
+            header = self._header(mq, sub_expression, expression_type, sub_version, offset, max_nums,
+                                  max_size_in_bytes, flag, commit_offset, broker_suspend_max_time_millis)
             d = self.instance.broker_call(addr, command, header, timeout=timeout_millis / 1000)
             if command is LitePullMessage:
                 d.addErrback(self._without_lite_pull, addr, header, timeout_millis)
@@ -259,6 +277,18 @@ class PullAPIWrapper:
             except Exception:
                 return defer.fail()
         return mq_admin.find_broker_in_subscribe(self.instance, mq, broker_id).addCallback(send)
+
+    def _header(self, mq: MessageQueue, sub_expression: str | None, expression_type: str | None,
+                sub_version: int, offset: int, max_nums: int, max_size_in_bytes: int | None,
+                flag: int, commit_offset: int, suspend_millis: int) -> PullMessageRequestHeader:
+        return PullMessageRequestHeader(
+            consumer_group=self.consumer_group, topic=mq.topic, queue_id=mq.queue_id,
+            queue_offset=offset, max_msg_nums=max_nums, sys_flag=int(flag),
+            commit_offset=commit_offset, suspend_timeout_millis=suspend_millis,
+            subscription=sub_expression, sub_version=sub_version,
+            max_msg_bytes=max_size_in_bytes, expression_type=expression_type,
+            bname=mq.broker_name,
+        )
 
     def _without_lite_pull(self, f: Failure, addr: str, header: PullMessageRequestHeader,
                            timeout_millis: int) -> Any:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 
-from rmqwire.codec.codes import RequestCode, ResponseCode
+from rmqwire.codec.codes import DEFAULT_VERSION, LanguageCode, RequestCode, ResponseCode
 from rmqwire.codec.commands.base import Command
+from rmqwire.codec.frame import PreparedRequest, RemotingCommand, json_request_template
 from rmqwire.codec.header import (
     CommandHeader,
     TopicQueueRequestHeader,
@@ -58,7 +60,7 @@ class PullSysFlag(enum.IntFlag):
     @classmethod
     def clear_commit_offset(cls, sys_flag: int) -> int:
         """What the Java client does before pulling from a slave."""
-        return sys_flag & ~cls.COMMIT_OFFSET
+        return int(sys_flag) & ~int(cls.COMMIT_OFFSET)  # int & IntFlag would give an IntFlag
 
 
 _BUILT: dict[tuple[bool, bool, bool, bool, bool], PullSysFlag] = {}
@@ -116,3 +118,42 @@ class PullMessage(Command):
 
 class LitePullMessage(PullMessage):
     code = RequestCode.LITE_PULL_MESSAGE
+
+
+#: The fields of a queue's pulls that change from one pull to the next.
+PULL_OPEN_FIELDS = ("queueOffset", "sysFlag", "commitOffset")
+
+
+class PullRequestTemplate:
+    """One queue's pull requests, framed once: the typed request (``command.request`` of
+    ``header``) as a JSON template whose queue offset, sysFlag, commit offset and opaque are
+    filled per pull; any other change of the header needs another template."""
+
+    __slots__ = ("command", "header", "language", "version", "_template", "_order", "_natural")
+
+    def __init__(self, command: type[PullMessage], header: PullMessageRequestHeader, *,
+                 language: LanguageCode = LanguageCode.PYTHON, version: int = DEFAULT_VERSION) -> None:
+        self.command = command
+        self.header = header
+        self.language = language
+        self.version = version
+        self._template, self._order = json_request_template(
+            command.request(header, language=language, version=version), PULL_OPEN_FIELDS)
+        self._natural = self._order == PULL_OPEN_FIELDS  # else `extra` put a key first
+
+    def request(self, queue_offset: int, sys_flag: int, commit_offset: int) -> PreparedRequest:
+        if not (type(queue_offset) is int and type(sys_flag) is int and type(commit_offset) is int):
+            raise TypeError("queue offset, sysFlag and commit offset must be ints")
+        if self._natural:
+            values: tuple[int, ...] = (queue_offset, sys_flag, commit_offset)
+        else:
+            given = {"queueOffset": queue_offset, "sysFlag": sys_flag, "commitOffset": commit_offset}
+            values = tuple(given[k] for k in self._order)
+
+        def command() -> RemotingCommand:
+            header = dataclasses.replace(self.header, queue_offset=queue_offset, sys_flag=sys_flag,
+                                         commit_offset=commit_offset)
+            return self.command.request(header, language=self.language, version=self.version)
+
+        return PreparedRequest(self.command.code, self._template, values, command)
+

@@ -25,6 +25,7 @@ from rmqwire.codec.commands.consumer import (
     ResetOffsetBodyForClient,
 )
 from rmqwire.codec.commands.offset import ResetOffsetRequestHeader
+from rmqwire.codec.commands.pull import PullSysFlag
 from rmqwire.codec.message import MessageExt, encode_message
 from rmqwire.errors import BrokerResponseError
 from rmqwire.model import ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue
@@ -235,6 +236,28 @@ def test_the_next_pull_goes_out_before_the_batch_is_consumed(w: ConsumerWorld) -
     assert [m.body for m in rec.msgs] == [b"x%d" % i for i in range(40)]
     stop(w, c)  # persists the offsets
     assert b.offsets[("cg", "T", 0)] == 40
+
+
+def test_pull_frames_follow_the_subscription_version(w: ConsumerWorld) -> None:
+    """The queue's cached pull frame is rebuilt when the subscription version changes (a
+    rebalance sets it); offsets and the commit offset are each pull's own."""
+    b = w.cb["broker-a"]
+    b.put_many("T", 0, [b"x"] * 3)
+    c = consumer(w, pull_batch_size=2)
+    settle(w, 3)
+    sd = c.rebalance.subscription_inner["T"]
+    q0 = [h for _, h in b.pulls if h.topic == "T" and h.queue_id == 0]
+    assert [h.queue_offset for h in q0] == [0, 2, 3] and {h.sub_version for h in q0} == {sd.sub_version}
+    sd.sub_version += 1000
+    b.put("T", 0, b"y")
+    w.run()
+    last = [h for _, h in b.pulls if h.topic == "T" and h.queue_id == 0][-1]
+    assert (last.queue_offset, last.sub_version) == (4, sd.sub_version)
+    # what was consumed goes with the pull (COMMIT_OFFSET set)
+    assert last.commit_offset == c.offset_store.memory_offset(MessageQueue("T", "broker-a", 0))
+    assert last.sys_flag & 1 and last.commit_offset >= 3
+    assert last.consumer_group == "cg" and last.bname == "broker-a" and last.max_msg_nums == 2
+    stop(w, c)
 
 
 def test_no_early_pull_when_the_batch_would_pass_a_threshold(w: ConsumerWorld) -> None:
@@ -568,4 +591,21 @@ def test_consumption_resumes_after_the_broker_comes_back(w: ConsumerWorld) -> No
     b.put("T", 0, b"after")
     settle(w, 5)
     assert [m.body for m in rec.msgs] == [b"before", b"after"]
+    stop(w, c)
+
+
+def test_pulls_from_a_slave_go_out_without_the_commit_offset(w: ConsumerWorld) -> None:
+    """A queue whose broker has only a slave: Java clears COMMIT_OFFSET before such a pull (the
+    cleared flag must still reach the cached pull frame as a plain int)."""
+    b = w.cb["broker-a"]
+    route = w.add_topic("S", 1)
+    route.broker_datas[0].broker_addrs = {1: w.brokers["broker-a"].addr}
+    b.put_many("S", 0, [b"x"] * 3)
+    rec = Recorder()
+    c = consumer(w, topic="S", listener=rec, pull_batch_size=1)
+    settle(w, 3)
+    assert [m.queue_offset for m in rec.msgs] == [0, 1, 2]
+    pulls = [h for _, h in b.pulls if h.topic == "S"]
+    assert [h.queue_offset for h in pulls][:4] == [0, 1, 2, 3]
+    assert not any(h.sys_flag & PullSysFlag.COMMIT_OFFSET for h in pulls)
     stop(w, c)

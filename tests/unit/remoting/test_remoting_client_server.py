@@ -646,3 +646,33 @@ def test_server_stop_before_any_connection() -> None:
     built = server.build_protocol()  # built but never connected
     assert _sync.successResultOf(server.stopService()) is None
     assert built not in server.channels
+
+
+def test_call_prepared_waits_for_the_channel_then_writes_the_frame() -> None:
+    """A prepared pull (cached frame) to an address without an open channel goes out as its typed
+    command once connected; over the open channel its frame is written; both are typed answers."""
+    from rmqwire.codec.commands.pull import (
+        PullMessageRequestHeader,
+        PullRequestTemplate,
+    )
+
+    class Recording(Broker):
+        @PullMessage.responder
+        def pull(self, header: Any, body: None, context: RequestContext) -> Any:
+            self.headers.append(header)
+            return super().pull(header, body, context)
+
+    broker = Recording()
+    w = World(broker)
+    template = PullRequestTemplate(PullMessage, PullMessageRequestHeader(**PULL_FIELDS))
+    d = w.client.call_prepared(ADDR, PullMessage, template.request(3, 0, 0), timeout=3.0)
+    pump = w.connect()
+    pump.flush()
+    first = _sync.successResultOf(d)
+    d = w.client.call_prepared(ADDR, PullMessage, template.request(12, 0, 0), timeout=3.0)
+    pump.flush()
+    second = _sync.successResultOf(d)
+    assert first.ok and first.header.next_begin_offset == 1
+    assert second.code == ResponseCode.PULL_NOT_FOUND and second.header.next_begin_offset == 10
+    assert [h.queue_offset for h in broker.headers] == [3, 12]
+    assert broker.headers[1] == PullMessageRequestHeader(**{**PULL_FIELDS, "queue_offset": 12})

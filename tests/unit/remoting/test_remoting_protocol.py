@@ -857,3 +857,60 @@ def test_held_response_through_server_hooks_and_observer() -> None:
     held[0].release()
     (reply,) = h.sent()
     assert (reply.opaque, reply.remark) == (8, "held 8") and seen == [("held 8", True)]
+
+
+def _prepared_pull() -> tuple[Any, RemotingCommand]:
+    from rmqwire.codec.commands.pull import (
+        PullMessage,
+        PullMessageRequestHeader,
+        PullRequestTemplate,
+    )
+
+    header = PullMessageRequestHeader(consumer_group="g", topic="T", queue_id=1, queue_offset=0,
+                                      max_msg_nums=32, sys_flag=2, commit_offset=0,
+                                      suspend_timeout_millis=15000, sub_version=7, bname="b")
+    typed = PullMessage.request(dataclasses.replace(header, queue_offset=64, sys_flag=3, commit_offset=60))
+    return PullRequestTemplate(PullMessage, header).request(64, 3, 60), typed
+
+
+def test_invoke_prepared_writes_the_typed_request_and_matches_its_response() -> None:
+    h = Harness()
+    prepared, typed = _prepared_pull()
+    h.proto.invoke(ROUTE, 3.0)
+    d = h.proto.invoke_prepared(prepared, 3.0)
+    raw = h.tr.value()
+    (_, sent) = h.sent()
+    assert raw.endswith(encode_frame(typed.with_opaque(1)))  # byte for byte, opaque 1
+    assert sent == typed.with_opaque(1) and h.proto.pending_count == 2
+    resp = sent.response_to(ResponseCode.PULL_NOT_FOUND)
+    h.feed(resp)
+    assert _sync.successResultOf(d) == resp
+    # its deadline counts like any call's
+    d2 = h.proto.invoke_prepared(prepared, 1.0)
+    h.clock.advance(1.0)
+    _sync.failureResultOf(d2, RemotingTimeoutError)
+
+
+@pytest.mark.parametrize("how", ["acl hook", "rocketmq header"])
+def test_invoke_prepared_sends_the_command_when_the_frame_would_differ(how: str) -> None:
+    """RPC hooks (ACL signs every request) and a ROCKETMQ header need the command itself."""
+    if how == "acl hook":
+        h = Harness(rpc_hooks=(AclClientRPCHook("rocketmq2", "12345678"),))
+    else:
+        h = Harness(serialize_type=SerializeType.ROCKETMQ)
+    prepared, typed = _prepared_pull()
+    h.proto.invoke_prepared(prepared, 3.0)
+    (sent,) = h.sent()
+    if how == "acl hook":
+        assert verify_command(sent, "12345678", strip_unique_key_query=False)
+        assert {k: v for k, v in sent.ext_fields.items() if k in typed.ext_fields} == typed.ext_fields
+    else:
+        assert sent.serialize_type is SerializeType.ROCKETMQ and sent == typed
+
+
+def test_invoke_prepared_refused_when_closed() -> None:
+    h = Harness()
+    h.lose()
+    prepared, _ = _prepared_pull()
+    f = _sync.failureResultOf(h.proto.invoke_prepared(prepared, 3.0), ConnectionLostError)
+    assert "PULL_MESSAGE" in f.getErrorMessage()
