@@ -60,7 +60,12 @@ class FlushingWrites:
 
 
 class FlushingClient(FlushingWrites, tcp.Client):
-    """A client connection that flushes each reactor pass's writes after it."""
+    """A client connection that flushes each reactor pass's writes after it, and reads up to
+    128 KiB at a time (Twisted's 64 KiB is under two pull answers of 32 x 1 KiB messages, each
+    read a reactor pass; push drain A/B: 128 KiB was as fast as 256 KiB with less GC time, as
+    the answers of one read are decoded together)."""
+
+    bufferSize = 128 * 1024
 
     def _flush_later(self) -> None:
         self.reactor.callLater(0, self._flush_now)

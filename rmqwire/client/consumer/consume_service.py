@@ -432,10 +432,24 @@ class ConsumeMessageConcurrentlyService:
         self._clean_call: Any = None
         self._later: set[Any] = set()
         self.stopped = False
+        #: (calls, keys) held between ``gather`` and ``hand_off``
+        self._gathered: tuple[list[Any], list[Any]] | None = None
 
     @property
     def core_pool_size(self) -> int:
         return self.runner.size
+
+    def gather(self) -> None:
+        """Hold the requests submitted from now until ``hand_off``, which gives them to the runner
+        in one hand-off (the batches of several queues decoded together: one worker woken, not
+        one per batch)."""
+        if self._gathered is None:
+            self._gathered = ([], [])
+
+    def hand_off(self) -> None:
+        gathered, self._gathered = self._gathered, None
+        if gathered is not None and gathered[0]:
+            self.runner.submit_many(self.listener, gathered[0], gathered[1], self._settle)
 
     def start(self) -> None:
         self.runner.start()
@@ -502,6 +516,11 @@ class ConsumeMessageConcurrentlyService:
             calls = [(p,) for p in parts]
             keys = [(batch, p, None) for p in parts]
         pq.consuming_tasks += len(parts)
+        gathered = self._gathered
+        if gathered is not None:
+            gathered[0].extend(calls)
+            gathered[1].extend(keys)
+            return
         # the listener itself is the call (no wrapper frame per message)
         self.runner.submit_many(self.listener, calls, keys, self._settle)
 

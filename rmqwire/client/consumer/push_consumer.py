@@ -363,6 +363,8 @@ class PushConsumer:
         self._owns_inner_producer = False
         self._timers: set[Any] = set()
         self._pulls: set[Deferred[Any]] = set()
+        #: answers whose next pull went out before their decode, decoded after the read
+        self._decodes: list[tuple[PullResult, PullRequest, Any, float, int]] = []
         self._persist_call: Any = None
         self._closing = False
         self.queue_flow_control_times = 0
@@ -535,6 +537,8 @@ class PushConsumer:
             if call.active():
                 call.cancel()
         self._timers.clear()
+        # never put in their queues: their offsets are not committed, they come again
+        self._decodes.clear()
         if self._persist_call is not None and self._persist_call.active():
             self._persist_call.cancel()
         self._persist_call = None
@@ -736,19 +740,49 @@ class PushConsumer:
     def _arrived(self, raw: PullResult, req: PullRequest, sd: Any, begin: float) -> None:
         """A pull's answer: the next pull goes out before the records are decoded when the flow
         control checks would pass even with all of them put (``_pull_early``)."""
+        if self._decodes and any(queued[1] is req for queued in self._decodes):
+            # the queue's previous batch first (its decode waits for the next reactor pass, which
+            # normally comes before the next read), so that counts and order stay as Java's
+            self._decode_early()
         prev = req.next_offset
         early = raw.status is PullStatus.FOUND and self._pull_early(req, raw)
+        if early:
+            # decoded after this read's other answers have sent their next pulls (a read holds
+            # several answers: the last one's pull would otherwise wait for every decode before)
+            decodes = self._decodes
+            decodes.append((raw, req, sd, begin, prev))
+            if len(decodes) == 1:
+                self._later(0, self._decode_early)
+            return
         try:
             result = self.pull_api.process_pull_result(req.message_queue, raw, sd)
         except Exception:
-            if not early:
-                self._pull_failed(Failure(), req)
-                return
-            # the next pull is out already: the batch is skipped, as Java's decoder, which
-            # stops at a malformed record, would skip what follows it
-            self.log.failure("decoding the pull result of {mq} failed", mq=req.message_queue)
+            self._pull_failed(Failure(), req)
             return
-        self._pulled(result, req, begin, prev, early)
+        self._pulled(result, req, begin, prev)
+
+    def _decode_early(self) -> None:
+        """Decode the answers whose next pull went out early (``_arrived``), in arrival order."""
+        decodes, self._decodes = self._decodes, []
+        # the early pulls of one read leave in one write
+        self.instance.remoting.flush_writes()
+        service = self.consume_service  # concurrent: early pulls are never orderly
+        service.gather()
+        try:
+            for raw, req, sd, begin, prev in decodes:
+                try:
+                    result = self.pull_api.process_pull_result(req.message_queue, raw, sd)
+                except Exception:
+                    # the next pull is out already: the batch is skipped, as Java's decoder,
+                    # which stops at a malformed record, would skip what follows it
+                    self.log.failure("decoding the pull result of {mq} failed", mq=req.message_queue)
+                    continue
+                try:
+                    self._pulled(result, req, begin, prev, True)
+                except Exception:
+                    self.log.failure("pull callback of {mq} failed", mq=req.message_queue)
+        finally:
+            service.hand_off()
 
     def _pull_early(self, req: PullRequest, raw: PullResult) -> bool:
         """Send the next pull of ``req`` now, before ``raw`` is decoded, if ``pull_message`` would
@@ -780,8 +814,6 @@ class PushConsumer:
         self.pull_api.pull_from_which_node[req.message_queue] = raw.suggest_which_broker_id
         req.next_offset = nxt
         self.pull_message(req)
-        # written now rather than after this reactor pass, which still decodes the batch
-        self.instance.remoting.flush_writes()
         return True
 
     def _pulled(self, result: PullResult, req: PullRequest, begin: float, prev: int,

@@ -238,6 +238,54 @@ def test_the_next_pull_goes_out_before_the_batch_is_consumed(w: ConsumerWorld) -
     assert b.offsets[("cg", "T", 0)] == 40
 
 
+@pytest.mark.parametrize("timers", ["between reads", "late"])
+def test_answers_read_together_send_their_next_pulls_before_any_decode(w: ConsumerWorld, timers: str) -> None:
+    """Two queues' answers in one read: both next pulls are out before either batch is decoded
+    (an answer's next pull does not wait for the decodes of the answers read before it), and
+    both batches are handed to the consume threads together. Should the decode not have run
+    before a queue's next answer ("late" timers), that answer decodes the pending ones first."""
+    b = w.cb["broker-a"]
+    runner = HeldRunner(w.reactor)
+    c = consumer(w, runner=runner, pull_batch_size=16)
+    settle(w, 3)
+    assert {h.queue_id for _, h in b.pulls if h.topic == "T"} == {0, 1, 2, 3}  # all held
+    events: list[tuple[str, int]] = []
+    pull_kernel, process = c.pull_api.pull_kernel, c.pull_api.process_pull_result
+
+    def spy_pull(mq: MessageQueue, *args: Any) -> Any:
+        if mq.topic == "T":
+            events.append(("pull", mq.queue_id))
+        return pull_kernel(mq, *args)
+
+    def spy_process(mq: MessageQueue, result: Any, sd: Any) -> Any:
+        events.append(("decode", mq.queue_id))
+        return process(mq, result, sd)
+
+    c.pull_api.pull_kernel, c.pull_api.process_pull_result = spy_pull, spy_process  # type: ignore[method-assign]
+    held_timers: list[Any] = []
+    if timers == "late":
+        c._later = lambda ms, fn, *args: held_timers.append((fn, args))  # type: ignore[method-assign]
+    # the first put of each answers its queue's held pull: both answers come in one read; the
+    # next pulls are answered at once with the other 3 messages, again in one read
+    b.put_many("T", 0, [b"a"] * 4)
+    b.put_many("T", 1, [b"b"] * 4)
+    w.run()
+    round_ = [("pull", 0), ("pull", 1), ("decode", 0), ("decode", 1)]
+    if timers == "late":
+        assert events == round_ + round_[:2]
+        for fn, args in held_timers:
+            fn(*args)
+    assert events == round_ * 2
+    # each read's batches went to the consume threads in one hand-off
+    assert [len(calls) for _, calls, _, _ in runner.held] == [2, 6]
+    runner.release()
+    settle(w, 2)
+    table = c.rebalance.process_queue_table
+    assert [table[MessageQueue("T", "broker-a", q)].msg_count for q in (0, 1)] == [0, 0]
+    stop(w, c)
+    assert (b.offsets[("cg", "T", 0)], b.offsets[("cg", "T", 1)]) == (4, 4)
+
+
 def test_pull_frames_follow_the_subscription_version(w: ConsumerWorld) -> None:
     """The queue's cached pull frame is rebuilt when the subscription version changes (a
     rebalance sets it); offsets and the commit offset are each pull's own."""
