@@ -1134,7 +1134,10 @@ def test_v4_cluster_mutating_commands(reference_cluster_v4: Any, tmp_path: Path)
     config = run_mqadmin(c, "getBrokerConfig", "-b", c.broker_addr).check().stdout
     assert re.search(r"^flushIntervalCommitLog\s+=  600$", config, re.M)
     route = run_mqadmin(c, "topicRoute", "-t", "TBW102", "-l").check().stdout
-    assert re.search(r"\s6\s*$", route.splitlines()[1])  # write perm back
+    # write perm back: 6 as addWritePerm sets it, or the broker's own 7 once its next registration
+    # after deleteTopic (a new topic-config data version) has replaced the NameServer's queue data
+    perm = int(route.splitlines()[1].split()[-1])
+    assert perm in (6, 7), route
 
 
 # ---- rmqwire's own NameServer (an official broker registers with it) ------------------------------
