@@ -175,13 +175,22 @@ class RemotingConnection:
         A two-way request becomes a pending call until its response arrives, ``expire`` returns
         it, ``cancel`` drops it or ``close`` ends the connection. A oneway request never does.
         """
-        # one call per request on every connection: the checks and the usual opaque inline
-        if self.state is not ConnectionState.OPEN:
-            self._check_open("send a request")
         flag = cmd.flag
         if flag & FLAG_RESPONSE:
+            self._check_open("send a request")  # a closed connection says so first
             raise LocalProtocolError(f"send_request got a response command (flag {flag})")
-        two_way = not flag & FLAG_ONEWAY
+        return self._send(cmd.code, not flag & FLAG_ONEWAY, self._encode, cmd, deadline, timeout, token)
+
+    def _encode(self, cmd: RemotingCommand, opaque: int) -> bytes:
+        return encode_frame(cmd.with_opaque(opaque), self.serialize_type)
+
+    def _send(self, code: int, two_way: Any, frame: Any, request: Any, deadline: float | None,
+              timeout: float | None, token: Any) -> tuple[int, bytes]:
+        """A request's opaque, its frame (``frame(request, opaque)``) and, two-way, its pending call:
+        the one path of ``send_request`` and ``send_prepared`` (checks and the usual opaque inline,
+        as it runs once per request on every connection)."""
+        if self.state is not ConnectionState.OPEN:
+            self._check_open("send a request")
         pending = self._pending
         if two_way and self.max_pending is not None and len(pending) >= self.max_pending:
             raise RemotingTooManyRequestsError(
@@ -193,9 +202,9 @@ class RemotingConnection:
             opaque = self._allocate_opaque()  # after a wrap: skip what is still pending
         else:
             self._next_opaque = opaque + 1
-        data = encode_frame(cmd.with_opaque(opaque), self.serialize_type)
+        data = frame(request, opaque)
         if two_way:
-            call = PendingCall(opaque, cmd.code, deadline, timeout, token)
+            call = PendingCall(opaque, code, deadline, timeout, token)
             pending[opaque] = call
             if deadline is not None:
                 self._seq += 1
@@ -214,28 +223,7 @@ class RemotingConnection:
     ) -> tuple[int, bytes]:
         """``send_request`` for a two-way request framed but for its opaque (JSON headers only:
         the caller checks ``serialize_type``)."""
-        if self.state is not ConnectionState.OPEN:
-            self._check_open("send a request")
-        pending = self._pending
-        if self.max_pending is not None and len(pending) >= self.max_pending:
-            raise RemotingTooManyRequestsError(
-                f"{len(pending)} calls already in flight on this connection "
-                f"(max_pending {self.max_pending})"
-            )
-        opaque = self._next_opaque
-        if opaque in pending or opaque == _INT32_MAX:
-            opaque = self._allocate_opaque()
-        else:
-            self._next_opaque = opaque + 1
-        data = request.frame(opaque)
-        call = PendingCall(opaque, request.code, deadline, timeout, token)
-        pending[opaque] = call
-        if deadline is not None:
-            self._seq += 1
-            heapq.heappush(self._deadlines, (deadline, self._seq, call))
-            if len(self._deadlines) > 2 * len(pending) + 64:
-                self._compact()
-        return opaque, data
+        return self._send(request.code, True, PreparedRequest.frame, request, deadline, timeout, token)
 
     def _compact(self) -> None:
         # Answered calls stay in the heap until they reach its top; rebuild before it bloats.

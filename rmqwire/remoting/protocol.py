@@ -214,7 +214,12 @@ class RemotingProtocol(Protocol):
         except (LocalProtocolError, CodecError, RemotingError) as e:
             return defer.fail(e)
         d.opaque = opaque  # type: ignore[attr-defined]  # for the canceller
-        self._last_activity = now  # _write, with the clock read above
+        self._call_written(data, now, deadline)
+        return d
+
+    def _call_written(self, data: bytes, now: float, deadline: float) -> None:
+        """Write a two-way call's frame (``_write``, with the clock read when it was sent)."""
+        self._last_activity = now
         self.transport.write(data)
         timer = self._deadline_call
         # The timer never runs later than the earliest pending deadline (_reschedule keeps it so),
@@ -222,7 +227,6 @@ class RemotingProtocol(Protocol):
         # sender, which then skips the heap walk per request.
         if timer is None or not timer.active() or timer.getTime() > deadline:
             self._reschedule()
-        return d
 
     def invoke_direct(self, cmd: RemotingCommand, timeout: float, receiver: CallReceiver) -> int:
         """``invoke`` without a Deferred: the response goes to ``receiver.answered(response)``, a
@@ -242,11 +246,7 @@ class RemotingProtocol(Protocol):
         now = self.reactor.seconds()
         deadline = now + timeout
         opaque, data = self.connection.send_request(cmd, deadline, timeout=timeout, token=receiver)
-        self._last_activity = now
-        self.transport.write(data)
-        timer = self._deadline_call
-        if timer is None or not timer.active() or timer.getTime() > deadline:
-            self._reschedule()
+        self._call_written(data, now, deadline)
         return opaque
 
     def forget(self, opaque: int) -> None:
@@ -280,11 +280,7 @@ class RemotingProtocol(Protocol):
         except (LocalProtocolError, CodecError, RemotingError) as e:
             return defer.fail(e)
         d.opaque = opaque  # type: ignore[attr-defined]
-        self._last_activity = now
-        self.transport.write(data)
-        timer = self._deadline_call
-        if timer is None or not timer.active() or timer.getTime() > deadline:
-            self._reschedule()
+        self._call_written(data, now, deadline)
         return d
 
     def invoke_oneway(self, cmd: RemotingCommand) -> Deferred[None]:
