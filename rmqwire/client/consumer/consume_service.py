@@ -88,6 +88,16 @@ Done = Callable[[Outcome], Any]
 _MANY: Any = object()
 #: Takes the (key, outcome) pairs of every call submitted with it that finished meanwhile.
 Settle = Callable[[list[tuple[Any, Outcome]]], Any]
+#: Takes the (key, args, failed, elapsed_ms) results of ``submit_batches`` entries.
+BatchSettle = Callable[[list[tuple[Any, list[Any], "list[tuple[int, Outcome]] | None", int]]], Any]
+#: the ``many`` mark of a ``submit_batches`` task
+_BATCHES: Any = object()
+
+
+def _stopped_batches(entries: list[tuple[Any, list[Any]]]) -> list[tuple[Any, list[Any], Any, int]]:
+    """``submit_batches`` results for entries the stopped threads will not run: every call failed."""
+    return [(key, args, [(j, Outcome(error=Failure(RuntimeError("the consume threads are stopped"))))
+                         for j in range(len(args))], 0) for key, args in entries]
 
 
 class ReactorRunner:
@@ -173,7 +183,9 @@ class ThreadRunner:
     wakeup of a worker thread costs more than a short listener call): one worker runs them back to
     back. Once most calls take longer (or a call of such a list does), they go out one per task
     again, so that the pool runs them side by side as Java's does. "Most": a call's wall time
-    also counts the GIL waits of a busy process, which make a rare short call look slow."""
+    also counts the GIL waits of a busy process, which make a rare short call look slow.
+    ``submit_batches`` is the same hand-off with results per batch of calls instead of an
+    outcome per call (a concurrent consumer's short calls, most of which succeed)."""
 
     log = Logger()
 
@@ -249,10 +261,69 @@ class ThreadRunner:
         for i in range(0, n, chunk):
             put((settle, keys[i : i + chunk], fn, calls[i : i + chunk], True))
 
+    @property
+    def runs_short_calls(self) -> bool:
+        """Listener calls are mostly short now: ``submit_batches`` fits them."""
+        return self.slow_share < 0.5
+
+    def submit_batches(self, fn: Callable[..., Any], entries: list[tuple[Any, list[Any]]], ok: Any,
+                       settle: BatchSettle) -> None:
+        """``fn(arg)`` for every ``arg`` of each ``(key, args)`` entry, in one hand-off, results
+        kept per entry rather than per call: ``settle`` gets ``(key, args, failed, elapsed_ms)``
+        per entry (or per part of one a slow call split), ``failed`` the ``(index, outcome)``
+        pairs of the calls that did not return ``ok`` (None when all did), ``elapsed_ms`` the sum
+        of every call's whole milliseconds. A slow call hands what is left to another worker."""
+        if self._stopped:
+            settle(_stopped_batches(entries))
+            return
+        self._tasks.put((settle, entries, fn, ok, _BATCHES))
+
     def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Outcome]:
         d: Deferred[Outcome] = Deferred()
         self.submit(fn, args, d.callback)
         return d
+
+    def _run_batches(self, settle: BatchSettle, entries: list[tuple[Any, list[Any]]],
+                     fn: Callable[..., Any], ok: Any) -> bool:
+        """One ``submit_batches`` task (see there); False when the reactor is gone."""
+        monotonic, slow = time.monotonic, self.SLOW_CALL
+        results: list[tuple[Any, list[Any], list[tuple[int, Outcome]] | None, int]] = []
+        share = self.slow_share
+        last = len(entries) - 1
+        for e, (key, args) in enumerate(entries):
+            failed: list[tuple[int, Outcome]] | None = None
+            elapsed = 0
+            n = len(args)
+            for j in range(n):
+                begin = monotonic()
+                try:
+                    value = fn(args[j])
+                    error = None
+                except BaseException:  # the listener's failure is an outcome (Java catches Throwable)
+                    value, error = None, Failure()
+                took = monotonic() - begin
+                ms = int(took * 1000)
+                elapsed += ms
+                share += ((took >= slow) - share) * 0.125
+                if error is not None or value is not ok:
+                    if failed is None:
+                        failed = []
+                    failed.append((j, Outcome(value, error, ms)))
+                if took >= slow and (j + 1 < n or e < last):
+                    # a slow call: the rest goes back for another worker
+                    rest = entries[e + 1 :]
+                    if j + 1 < n:
+                        rest.insert(0, (key, args[j + 1 :]))
+                        args = args[: j + 1]
+                    self._tasks.put((settle, rest, fn, ok, _BATCHES))
+                    results.append((key, args, failed, elapsed))
+                    self.slow_share = share
+                    self._done.append((settle, _MANY, results))
+                    return self._wake()
+            results.append((key, args, failed, elapsed))
+        self.slow_share = share
+        self._done.append((settle, _MANY, results))
+        return self._wake()
 
     def _work(self) -> None:
         tasks, finished, monotonic, slow = self._tasks, self._done, time.monotonic, self.SLOW_CALL
@@ -261,6 +332,10 @@ class ThreadRunner:
             if item is None:
                 return
             settle, key, fn, args, many = item
+            if many is _BATCHES:
+                if not self._run_batches(settle, key, fn, args):
+                    return
+                continue
             if not many:
                 begin = monotonic()
                 try:
@@ -359,7 +434,9 @@ class ThreadRunner:
             if item is not None:
                 settle, key, many = item[0], item[1], item[4]
                 outcome = Outcome(error=Failure(RuntimeError("the consume threads are stopped")))
-                if settle is None:
+                if many is _BATCHES:
+                    settle(_stopped_batches(key))
+                elif settle is None:
                     key(outcome)
                 else:
                     settle([(k, outcome) for k in key] if many else [(key, outcome)])
@@ -432,8 +509,10 @@ class ConsumeMessageConcurrentlyService:
         self._clean_call: Any = None
         self._later: set[Any] = set()
         self.stopped = False
-        #: (calls, keys) held between ``gather`` and ``hand_off``
-        self._gathered: tuple[list[Any], list[Any]] | None = None
+        #: (calls, keys, batch entries) held between ``gather`` and ``hand_off``
+        self._gathered: tuple[list[Any], list[Any], list[Any]] | None = None
+        #: the runner takes ``submit_batches`` (consume threads)
+        self._batches = hasattr(runner, "submit_batches")
 
     @property
     def core_pool_size(self) -> int:
@@ -444,11 +523,15 @@ class ConsumeMessageConcurrentlyService:
         in one hand-off (the batches of several queues decoded together: one worker woken, not
         one per batch)."""
         if self._gathered is None:
-            self._gathered = ([], [])
+            self._gathered = ([], [], [])
 
     def hand_off(self) -> None:
         gathered, self._gathered = self._gathered, None
-        if gathered is not None and gathered[0]:
+        if gathered is None:
+            return
+        if gathered[2]:
+            self.runner.submit_batches(self.listener, gathered[2], ConsumeResult.SUCCESS, self._settle_batches)
+        if gathered[0]:
             self.runner.submit_many(self.listener, gathered[0], gathered[1], self._settle)
 
     def start(self) -> None:
@@ -508,6 +591,17 @@ class ConsumeMessageConcurrentlyService:
             parts: list[tuple[MessageExt, ...]] = [(m,) for m in msgs]
         else:
             parts = [tuple(msgs[i : i + size]) for i in range(0, len(msgs), size)]
+        if not with_context and not queued and self._batches and self.runner.runs_short_calls:
+            # short calls without a context or metrics: the batch's results come back per batch
+            # (the failed calls one by one), not as an outcome and a key per call
+            pq.consuming_tasks += len(parts)
+            gathered = self._gathered
+            if gathered is not None:
+                gathered[2].append((batch, parts))
+                return
+            self.runner.submit_batches(self.listener, [(batch, parts)], ConsumeResult.SUCCESS,
+                                       self._settle_batches)
+            return
         if with_context:
             contexts = [ConsumeConcurrentlyContext(mq) for _ in parts]
             calls = [(p, c) for p, c in zip(parts, contexts)]
@@ -548,6 +642,54 @@ class ConsumeMessageConcurrentlyService:
             else:
                 self._ran(o, _ConcurrentRequest(list(msgs), pq, batch.message_queue, batch.queued_ms),
                           context if context is not None else ConsumeConcurrentlyContext(batch.message_queue))
+        self._commit_done(done)
+
+    def _settle_batches(self, items: list[tuple[_Batch, list[tuple[MessageExt, ...]],
+                                                list[tuple[int, Outcome]] | None, int]]) -> None:
+        """``submit_batches`` results: what ``_settle`` does with the same calls' outcomes. A
+        batch whose calls all succeeded on a live queue is committed with the others of its
+        queue; otherwise each call as ``_settle`` would (a success's elapsed time is then the
+        batch's mean)."""
+        done: dict[int, list[Any]] = {}
+        success = ConsumeResult.SUCCESS
+        for batch, parts, failed, elapsed in items:
+            pq, mq = batch.process_queue, batch.message_queue
+            entry = None
+            if failed is None and not pq.dropped:
+                n = len(parts)
+                pq.consuming_tasks -= n
+                msgs = [m for part in parts for m in part]
+                entry = done.get(id(pq))
+                if entry is None:
+                    done[id(pq)] = [pq, mq, msgs, n, elapsed]
+                else:
+                    entry[2].extend(msgs)
+                    entry[3] += n
+                    entry[4] += elapsed
+                continue
+            bad = dict(failed) if failed else {}
+            ok_elapsed = elapsed - sum(o.elapsed_ms for o in bad.values())
+            ok_calls = len(parts) - len(bad)
+            mean = ok_elapsed // ok_calls if ok_calls else 0
+            for j, part in enumerate(parts):
+                o = bad.get(j)
+                if o is None and not pq.dropped:
+                    pq.consuming_tasks -= 1
+                    if entry is None:
+                        entry = done.get(id(pq))
+                        if entry is None:
+                            entry = done[id(pq)] = [pq, mq, [], 0, 0]
+                    entry[2].extend(part)
+                    entry[3] += 1
+                    entry[4] += mean
+                    continue
+                self._ran(o if o is not None else Outcome(success, None, mean),
+                          _ConcurrentRequest(list(part), pq, mq, batch.queued_ms),
+                          ConsumeConcurrentlyContext(mq))
+        self._commit_done(done)
+
+    def _commit_done(self, done: dict[int, list[Any]]) -> None:
+        """Acknowledged messages, per queue: one removal and one offset update."""
         stats, store = self.consumer.stats, self.consumer.offset_store
         for pq, mq, msgs, calls, elapsed in done.values():
             stats.inc_consume_rt_many(self.group, mq.topic, calls, elapsed)

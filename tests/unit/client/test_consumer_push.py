@@ -11,7 +11,7 @@ import pytest
 from consumer_broker import ConsumerWorld
 from twisted.trial.unittest import SynchronousTestCase
 
-from rmqwire.client.consumer.consume_service import ReactorRunner
+from rmqwire.client.consumer.consume_service import ReactorRunner, ThreadRunner
 from rmqwire.client.consumer.listener import ConsumeResult
 from rmqwire.client.consumer.processor import ConsumerClientProcessor
 from rmqwire.client.consumer.push_consumer import PushConsumer
@@ -656,4 +656,53 @@ def test_pulls_from_a_slave_go_out_without_the_commit_offset(w: ConsumerWorld) -
     pulls = [h for _, h in b.pulls if h.topic == "S"]
     assert [h.queue_offset for h in pulls][:4] == [0, 1, 2, 3]
     assert not any(h.sys_flag & PullSysFlag.COMMIT_OFFSET for h in pulls)
+    stop(w, c)
+
+
+class InlineBatchRunner(ThreadRunner):
+    """The consume threads' batch hand-off (``submit_batches``), run at once in the reactor."""
+
+    def __init__(self, reactor: Any) -> None:
+        super().__init__(reactor, 1)
+        self.batches = 0
+
+    def start(self) -> None:
+        pass
+
+    def submit_batches(self, fn: Any, entries: Any, ok: Any, settle: Any) -> None:
+        self.batches += 1
+        self._run_batches(settle, entries, fn, ok)
+
+    def _wake(self) -> bool:
+        self._deliver()
+        return True
+
+
+def test_batch_results_commit_successes_and_send_back_failed_calls(w: ConsumerWorld) -> None:
+    """Without a context or metrics, short listener calls come back per batch: the successes
+    are committed, a RECONSUME_LATER and an exception are sent back, each as one call."""
+    b = w.cb["broker-a"]
+    w.add_topic("%RETRY%cg", 1)
+    b.put_many("T", 0, [b"m%d" % i for i in range(6)])
+    seen: list[bytes] = []
+
+    def listener(msgs: Any) -> ConsumeResult:
+        (m,) = msgs
+        seen.append(m.body)
+        if m.reconsume_times == 0 and m.body == b"m2":
+            return ConsumeResult.RECONSUME_LATER
+        if m.reconsume_times == 0 and m.body == b"m4":
+            raise ValueError("listener failed")
+        return ConsumeResult.SUCCESS
+
+    runner = InlineBatchRunner(w.reactor)
+    c = consumer(w, listener=listener, runner=runner)
+    settle(w, 4)
+    assert runner.batches > 0
+    assert sorted(b.by_offset(s.offset).body for s in b.send_backs) == [b"m2", b"m4"]
+    assert sorted(seen) == sorted([b"m%d" % i for i in range(6)] + [b"m2", b"m4"])
+    pq = next(pq for mq, pq in c.rebalance.process_queue_table.items() if mq.topic == "T" and mq.queue_id == 0)
+    assert pq.msg_count == 0 and pq.consuming_tasks == 0
+    settle(w, 11)
+    assert b.offsets[("cg", "T", 0)] == 6
     stop(w, c)

@@ -176,3 +176,62 @@ def test_reactor_runner_settles_each_call() -> None:
     assert len(settled) == 1
     d.callback("later")
     assert [(k, o.value) for k, o in settled[1]] == [("b", "later")]
+
+
+def test_batches_go_out_as_one_task_and_only_failed_calls_come_back_one_by_one() -> None:
+    reactor = FakeReactor()
+    r = ThreadRunner(reactor, 3, "T")
+    ran: list[int] = []
+
+    def call(x: int) -> str:
+        ran.append(x)
+        if x == 2:
+            raise ValueError("listener failed")
+        return "no" if x == 5 else "ok"
+
+    settled: list[tuple[Any, list[int], Any, int]] = []
+    r.submit_batches(call, [("a", [1, 2, 3]), ("b", [4, 5])], "ok", settled.extend)
+    assert r._tasks.qsize() == 1  # one hand-off for both batches
+    r.start()
+    reactor.drain_until(lambda: len(settled) == 2)
+    assert sorted(ran) == [1, 2, 3, 4, 5]
+    got = {key: (args, failed) for key, args, failed, _ in settled}
+    (a_args, [(a_index, a_outcome)]), (b_args, [(b_index, b_outcome)]) = got["a"], got["b"]
+    assert (a_args, a_index, b_args, b_index) == ([1, 2, 3], 1, [4, 5], 1)
+    assert a_outcome.error.check(ValueError) and b_outcome.value == "no" and b_outcome.error is None
+    settled.clear()
+    r.submit_batches(call, [("c", [1, 3])], "ok", settled.extend)
+    reactor.drain_until(lambda: len(settled) == 1)
+    assert settled[0][:3] == ("c", [1, 3], None)  # all ok: no outcome per call
+    r.stop()
+    assert r.join(10)
+
+
+def test_a_slow_call_hands_the_rest_of_its_batches_to_another_task() -> None:
+    reactor = FakeReactor()
+    r = ThreadRunner(reactor, 2, "T")
+    ran: list[int] = []
+    settled: list[tuple[Any, list[int], Any, int]] = []
+    r.SLOW_CALL = 0.0  # every call counts as slow: each hands on what is left
+    r.submit_batches(lambda i: ran.append(i) or "ok", [("a", [0, 1, 2]), ("b", [3, 4])], "ok", settled.extend)
+    r.start()
+    reactor.drain_until(lambda: sum(len(args) for _, args, _, _ in settled) == 5)
+    # each call ended its task: five results of one call each, every call run once, in order
+    assert ran == [0, 1, 2, 3, 4]
+    assert [(key, args, failed) for key, args, failed, _ in settled] == [
+        ("a", [0], None), ("a", [1], None), ("a", [2], None), ("b", [3], None), ("b", [4], None)]
+    r.stop()
+    assert r.join(10)
+
+
+def test_batches_refused_or_dropped_at_stop_come_back_failed() -> None:
+    reactor = FakeReactor()
+    r = ThreadRunner(reactor, 1, "T")
+    queued: list[tuple[Any, list[int], Any, int]] = []
+    r.submit_batches(lambda x: "ok", [("a", [1, 2])], "ok", queued.extend)
+    r.stop()  # never started: the queued batch is dropped
+    assert [(key, args, [j for j, _ in failed]) for key, args, failed, _ in queued] == [("a", [1, 2], [0, 1])]
+    assert all(o.error is not None for _, o in queued[0][2])
+    refused: list[tuple[Any, list[int], Any, int]] = []
+    r.submit_batches(lambda x: "ok", [("b", [3])], "ok", refused.extend)
+    assert [(key, [j for j, _ in failed]) for key, _, failed, _ in refused] == [("b", [0])]
