@@ -200,6 +200,7 @@ class RebalanceLitePullImpl(RebalanceImpl):
     def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> Deferred[bool]:
         self.consumer.offset_store.persist(mq)
         self.consumer.offset_store.remove_offset(mq)
+        self.consumer.pull_api.forget(mq)
         return defer.succeed(True)
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:

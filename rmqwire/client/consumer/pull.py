@@ -175,6 +175,10 @@ class PullAPIWrapper:
             return self.default_broker_id
         return self.pull_from_which_node.get(mq, MASTER_ID)
 
+    def forget(self, mq: MessageQueue) -> None:
+        """``mq`` left this consumer: its frame goes (a queue taken again gets a new one)."""
+        self._templates.pop(mq, None)
+
     def process_pull_result(self, mq: MessageQueue, result: PullResult, sd: SubscriptionData) -> PullResult:
         self.pull_from_which_node[mq] = result.suggest_which_broker_id
         if result.status is PullStatus.FOUND:

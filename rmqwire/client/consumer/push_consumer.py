@@ -287,11 +287,13 @@ class RebalancePushImpl(RebalanceImpl):
                 store.remove_offset(mq)
                 pq.locked = False
                 self.unlock(mq, True)
+                self.consumer.pull_api.forget(mq)
                 return defer.succeed(True)
             pq.try_unlock_times += 1
             return defer.succeed(False)
         store.persist(mq)
         store.remove_offset(mq)
+        self.consumer.pull_api.forget(mq)
         return defer.succeed(True)
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:

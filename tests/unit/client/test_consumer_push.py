@@ -706,3 +706,19 @@ def test_batch_results_commit_successes_and_send_back_failed_calls(w: ConsumerWo
     settle(w, 11)
     assert b.offsets[("cg", "T", 0)] == 6
     stop(w, c)
+
+
+def test_a_queue_given_up_in_a_rebalance_drops_its_pull_frame(w: ConsumerWorld) -> None:
+    manager = ClientManager(w.reactor)
+    a = consumer(w, instance_name="a", manager=manager)
+    settle(w, 3)
+
+    def framed(c: PushConsumer) -> set[int]:
+        return {mq.queue_id for mq in c.pull_api._templates if mq.topic == "T"}
+
+    assert framed(a) == {0, 1, 2, 3}
+    bb = consumer(w, instance_name="b", manager=manager)
+    settle(w, 3)
+    assert framed(a) == {0, 1} and framed(bb) == {2, 3}  # no frame kept for a queue given up
+    stop(w, bb)
+    stop(w, a)
