@@ -596,6 +596,14 @@ class ClientInstance(Service):
             return None
         return self.remoting.open_channel(addr)
 
+    def writable_broker_channel(self, addr: str) -> Any | None:
+        """``open_broker_channel(addr)`` when that connection may also take more writes now
+        (``when_writable`` would fire at once), else None."""
+        entry = self._gates.get(addr)
+        if entry is None or not entry[0].is_open or entry[1].paused:
+            return None
+        return self.remoting.open_channel(addr)
+
     def when_writable(self, addr: str) -> Deferred[None]:
         """Fires once the connection to ``addr`` may take more writes (at once if it may)."""
         entry = self._gates.get(addr)

@@ -210,7 +210,7 @@ class Producer:
                 raise RemotingTooManyRequestsError(
                     "send_oneway tryAcquire semaphore timeout, waiting thread nums: "
                     f"{core.config.max_inflight_oneway}")
-            _facade.submit(core.send_oneway, msg, sink=_OnewaySink(slots))
+            _facade.submit(core.send_oneway_written, msg, sink=_OnewaySink(slots))
             return
         _facade.call(core.send_oneway, msg, queue=queue, selector=selector, arg=arg,
                      timeout=self._wait(None))

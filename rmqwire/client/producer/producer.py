@@ -398,7 +398,13 @@ class Producer:
         arg: Any = None,
     ) -> Deferred[None]:
         """Write the message without waiting for an answer; fires once written."""
-        return self._send(msg, CommunicationMode.ONEWAY, queue, selector, arg, None)
+        out = self._send(msg, CommunicationMode.ONEWAY, queue, selector, arg, None)
+        return defer.succeed(None) if out is None else out
+
+    def send_oneway_written(self, msg: CodecMessage | Sequence[CodecMessage]) -> Deferred[None] | None:
+        """``send_oneway(msg)`` that returns None when the message was written at once (the
+        common case: no Deferred made), else the Deferred ``send_oneway`` would return."""
+        return self._send(msg, CommunicationMode.ONEWAY, None, None, None, None)
 
     def request(
         self,
@@ -520,6 +526,12 @@ class Producer:
                     d = defer.fail()
                 if d is None:
                     return None  # the first attempt gives the token back when the send ends
+            elif (mode is CommunicationMode.ONEWAY and queue is None and selector is None
+                  and self.metrics is None):
+                d = self._oneway_direct(msg, begin, timeout_ms)
+                if d is None:  # written: the token is back as soon as the write is queued
+                    tokens.release()
+                    return None
             else:
                 d = self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
             return d.addBoth(_release, tokens)
@@ -616,6 +628,41 @@ class Producer:
             return sink if own else None
         attempt.channel = channel
         return sink if own else None
+
+    def _oneway_direct(self, msg: CodecMessage, begin: int, timeout_ms: int) -> Deferred[Any] | None:
+        """``sendDefaultImpl`` of a oneway send: None when it was written at once on the open
+        connection of the route's next queue (the route cached, that connection open and not
+        full, no latency fault strategy), else the Deferred of the general path, which then
+        behaves as if it picked that queue (a failed write: as its failed attempt)."""
+        try:
+            info = self.publish_info.get(msg.topic)
+            if info is None or not info.message_queues or self.fault_strategy.send_latency_fault_enable:
+                return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms).start()
+            mq = info.select_one()  # MQFaultStrategy's first pick without the latency strategy
+            assert mq is not None
+            instance = self._instance()
+            addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
+            if addr is not None and self.client_config.vip_channel_enabled:
+                addr = _vip_address(addr)
+            channel = instance.writable_broker_channel(addr) if addr is not None else None
+            now = self._now_ms()
+            if channel is None or timeout_ms < now - begin:
+                return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info, mq).start()
+        except Exception:
+            return defer.fail()
+        try:
+            command, header, body = self._send_request(msg, mq, now, instance)
+            rc = instance.remoting.config
+            channel.write_oneway(command.request(header, body, language=rc.language, version=rc.version))
+        except Exception:
+            # as the general path's failed send_kernel (fault item, "Send [1] times" error)
+            loop = _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info)
+            loop.mq = mq
+            loop.brokers_sent.append(mq.broker_name)
+            loop.prev = now
+            return defer.maybeDeferred(loop._failed, Failure())
+        # the general path's update_fault_item after the write is a no-op without the strategy
+        return None
 
     def _metered(self, result: Any, msg: CodecMessage, begin: int) -> Any:
         assert self.metrics is not None

@@ -249,6 +249,46 @@ def test_oneway_is_written_and_not_awaited() -> None:
     assert decode_properties(s.header.i)["UNIQ_KEY"] == m.unique_key
 
 
+def test_warm_oneway_is_written_at_once_round_robin() -> None:
+    # the direct oneway path: written in the call (None, no Deferred), the token back at once,
+    # the route's queues taken in turn as the general path takes them
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w, warm=True, max_inflight_oneway=1)
+    msgs = [Message("T", b"o%d" % i) for i in range(8)]
+    for m in msgs:
+        assert p.send_oneway_written(m) is None
+        assert p._oneway_tokens.tokens == 1
+    w.run()
+    got = [(s.header.n, s.header.e) for s in w.sends]
+    assert sorted(got) == sorted((b, q) for b in ("broker-a", "broker-b") for q in range(4))
+    # each broker's connection keeps the send order
+    for b in w.brokers.values():
+        mine = [m for m in msgs if m.unique_key in {decode_properties(s.header.i)["UNIQ_KEY"] for s in b.sends}]
+        assert [s.body for s in b.sends] == [m.body for m in mine] and len(mine) == 4
+    # the public API still fires a Deferred with None
+    assert send(w, p.send_oneway(Message("T", b"x"))) is None
+
+
+def test_warm_oneway_whose_write_fails_is_the_general_paths_failed_attempt() -> None:
+    from rmqwire.errors import ConnectionLostError
+
+    w = World()
+    w.add_topic("T")
+    p = started(w, warm=True)
+    channel = p.instance.open_broker_channel(w.brokers["broker-a"].addr)
+
+    def refuse(cmd: Any) -> None:
+        raise ConnectionLostError("gone")
+
+    channel.write_oneway = refuse
+    d = p.send_oneway_written(Message("T", b"o"))
+    err = fail(w, d, MQClientError)
+    assert "Send [1] times, still failed" in str(err) and "BrokersSent: [broker-a]" in str(err)
+    assert isinstance(err.__cause__, ConnectionLostError)
+    assert p._oneway_tokens.tokens == p.config.max_inflight_oneway and w.sends == []
+
+
 # ---- routes ------------------------------------------------------------------------------------
 
 
