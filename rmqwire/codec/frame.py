@@ -234,6 +234,8 @@ if json.encoder.c_make_encoder is not None:
 _LOWER_HEX_ESCAPE = re.compile(r"\\\\|\\u00[01][0-9a-f]")
 
 
+#: the C encoder's own string writer (ensure_ascii off), as it quotes map keys and values
+_QUOTE = json.encoder.encode_basestring
 _LOWER_HEX_ANY = re.compile(r"\\u00[01][a-f]")  # cheap pre-check; may over-match, never under
 # Characters the C encoder leaves raw (it escapes only controls, quote and backslash) but fastjson
 # escapes: DEL, U+2028, U+2029.
@@ -248,7 +250,16 @@ def _upper_escape(m: re.Match[str]) -> str:
 def _json_object(d: Mapping[str, str]) -> str:
     """A str->str map as fastjson writes it (insertion order, fastjson escapes): the C encoder's
     output with fix-ups, equal to ``fastjson_quote`` on every key and value but much faster."""
-    out = _JSON_ENCODE(d)
+    return _fastjson_fixups(_JSON_ENCODE(d))
+
+
+def json_quote(text: str) -> str:
+    """A string as ``_json_object`` writes it as a value (quotes included): fastjson's escapes."""
+    return _fastjson_fixups(_QUOTE(text))
+
+
+def _fastjson_fixups(out: str) -> str:
+    """The C encoder's strings made fastjson's (each fix-up stays within one string)."""
     if "\\u00" in out and _LOWER_HEX_ANY.search(out) is not None:
         out = _LOWER_HEX_ESCAPE.sub(_upper_escape, out)
     # Substring tests are far cheaper than a regex scan; U+2028/9 can only occur in non-ASCII text.
@@ -288,14 +299,18 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     return _json_header_text(cmd)
 
 
-def json_request_template(cmd: RemotingCommand, open_fields: tuple[str, ...]) -> tuple[bytes, tuple[str, ...]]:
+def json_request_template(cmd: RemotingCommand, open_fields: tuple[str, ...],
+                          text_fields: tuple[str, ...] = ()) -> tuple[bytes, tuple[str, ...]]:
     """``encode_json_header(cmd)`` as a bytes %-template: the extFields values named in
     ``open_fields`` (integers, written as Java writes a number in a String field) and then the
-    opaque are ``%d`` slots. Returns the template and the open fields in the order of their slots
-    (the opaque's slot comes last). For a request sent again and again with only those values
-    changed (a queue's pulls): ``template % (*values, opaque)`` is its header."""
+    opaque are ``%d`` slots; those named in ``text_fields`` are ``%s`` slots for the value as
+    ``json_quote(value).encode()`` writes it. Returns the template and the open and text fields in
+    the order of their slots (the opaque's slot comes last). For a request sent again and again
+    with only those values changed (a queue's pulls): ``template % (*values, opaque)`` is its
+    header."""
     ext = cmd.ext_fields
-    if cmd.remark is not None or not ext or any(f not in ext for f in open_fields):
+    if (cmd.remark is not None or not ext or any(f not in ext for f in open_fields)
+            or any(f not in ext for f in text_fields)):
         raise CodecError("a request template needs extFields holding every open field and no remark")
     head, mid, tail = _ext_json_header(cmd.code, cmd.flag, cmd.language, cmd.version)
     items, order = [], []
@@ -303,6 +318,9 @@ def json_request_template(cmd: RemotingCommand, open_fields: tuple[str, ...]) ->
         if k in open_fields:
             # the key as the encoder writes it; the value's quotes kept around the slot
             items.append(_json_object({k: ""})[1:-3].replace("%", "%%") + '"%d"')
+            order.append(k)
+        elif k in text_fields:
+            items.append(_json_object({k: ""})[1:-3].replace("%", "%%") + "%s")
             order.append(k)
         else:
             # each member as the encoder writes it (its output for a map is its members joined)
@@ -316,21 +334,25 @@ class PreparedRequest:
     sent as JSON. ``command()`` builds the same request as a ``RemotingCommand`` for a connection
     that needs one (RPC hooks that sign or change it, a ROCKETMQ header)."""
 
-    __slots__ = ("code", "template", "values", "command")
+    __slots__ = ("code", "template", "values", "command", "body")
 
-    def __init__(self, code: int, template: bytes, values: tuple[int, ...],
-                 command: Any) -> None:
+    def __init__(self, code: int, template: bytes, values: tuple[int | bytes, ...],
+                 command: Any, body: bytes | None = None) -> None:
         self.code = code
         self.template = template
         self.values = values
         #: () -> RemotingCommand: the typed request this frame stands for
         self.command = command
+        self.body = body
 
     def frame(self, opaque: int) -> bytes:
         header = self.template % (*self.values, opaque)
         if len(header) > 0xFFFFFF:
             raise CodecError(f"header of {len(header)} bytes does not fit the 24-bit header length")
-        return _FRAME_PREFIX.pack(4 + len(header), len(header)) + header
+        body = self.body
+        if not body:
+            return _FRAME_PREFIX.pack(4 + len(header), len(header)) + header
+        return b"".join((_FRAME_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
 
 
 def _json_header_text(cmd: RemotingCommand) -> bytes:

@@ -248,6 +248,23 @@ class RemotingProtocol(Protocol):
         self._call_written(data, now, deadline)
         return opaque
 
+    def invoke_direct_prepared(self, request: PreparedRequest, timeout: float, receiver: CallReceiver) -> int:
+        """``invoke_direct`` for a request framed but for its opaque: written as it is when the
+        connection sends JSON headers and has no RPC hooks (as ``invoke_prepared``), else as its
+        command."""
+        conn = self.connection
+        if self.config.rpc_hooks or conn.serialize_type is not SerializeType.JSON:
+            return self.invoke_direct(request.command(), timeout, receiver)
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if not self.connected or self._closing:
+            raise self._not_open_error(request)
+        now = self.reactor.seconds()
+        deadline = now + timeout
+        opaque, data = conn.send_prepared(request, deadline, timeout=timeout, token=receiver)
+        self._call_written(data, now, deadline)
+        return opaque
+
     def forget(self, opaque: int) -> None:
         """Drop the pending call ``opaque`` (its caller gave up): no outcome reaches it."""
         self.connection.cancel(opaque)

@@ -64,7 +64,7 @@ from rmqwire.client.validators import (
     check_producer_group,
     check_topic,
 )
-from rmqwire.codec.codes import ResponseCode
+from rmqwire.codec.codes import ResponseCode, SerializeType
 from rmqwire.codec.commands import Response
 from rmqwire.codec.commands.send import (
     SendBatchMessage,
@@ -74,9 +74,10 @@ from rmqwire.codec.commands.send import (
     SendMessageV2,
     SendReplyMessage,
     SendReplyMessageV2,
+    SendRequestTemplate,
 )
 from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
-from rmqwire.codec.frame import RemotingCommand
+from rmqwire.codec.frame import PreparedRequest, RemotingCommand
 from rmqwire.codec.message import (
     CompressionType,
     MessageExt,
@@ -286,6 +287,7 @@ class Producer:
         )
         self._async_tokens = _Semaphore(self.config.max_inflight_async)
         self._oneway_tokens = _Semaphore(self.config.max_inflight_oneway)
+        self._send_templates: dict[tuple[Any, str, str], SendRequestTemplate] = {}
         self._namespace = self.client_config.namespace
         self.metrics = metrics_for(self.client_config.metrics)
 
@@ -608,11 +610,15 @@ class Producer:
                 and cur > cap):
             cur = cap
         attempt.cur = cur
+        rc = instance.remoting.config
         try:
-            command, header, body = attempt.command, attempt.header, attempt.body = self._send_request(
-                msg, mq, now, instance)
-            rc = instance.remoting.config
-            request = command.request(header, body, language=rc.language, version=rc.version)
+            prepared = None
+            if not rc.rpc_hooks and rc.serialize_type is SerializeType.JSON:
+                prepared = self._send_prepared(msg, mq, now, instance, attempt)
+            if prepared is None:
+                command, header, body = attempt.command, attempt.header, attempt.body = self._send_request(
+                    msg, mq, now, instance)
+                request = command.request(header, body, language=rc.language, version=rc.version)
         except Exception:
             # as a failed send_kernel: the sync loop judges it, an async send fails with it
             if mode is CommunicationMode.SYNC:
@@ -621,8 +627,11 @@ class Producer:
                 attempt.settle(Failure())
             return sink if own else None
         try:
-            attempt.opaque = channel.invoke_direct(
-                request, (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000, attempt)
+            seconds = (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000
+            if prepared is not None:
+                attempt.opaque = channel.invoke_direct_prepared(prepared, seconds, attempt)
+            else:
+                attempt.opaque = channel.invoke_direct(request, seconds, attempt)
         except Exception:
             attempt.fall_back(Failure())  # as the channel's failed call
             return sink if own else None
@@ -863,6 +872,72 @@ class Producer:
         d = instance.broker_call(addr, command, header, body=body, timeout=remaining)
         return d.addCallback(self.process_send_response, msg, broker_name, addr)
 
+    def _send_prepared(
+        self, msg: CodecMessage, mq: MessageQueue, now: int, instance: ClientInstance,
+        attempt: _FirstAttempt,
+    ) -> PreparedRequest | None:
+        """``_send_request``'s request framed from the topic's template (``SendRequestTemplate``,
+        one per command, topic and broker): only the queue id, sysFlag, born timestamp, flag,
+        properties and body change from one send to the next. Sets ``attempt``'s command and
+        body; its header is built only if a retry needs it. None for what the template does not
+        cover (V1 headers, a retry topic's reconsume fields, a flag out of the int32 range): the
+        typed path then builds the request."""
+        batch = isinstance(msg, _Batch)
+        config = self.config
+        topic = msg.topic
+        if not (config.send_smart_msg or batch) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        props = msg.properties
+        if not batch and PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+            props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = instance.unique_ids.next_id()
+        if self._namespace:
+            props[PropertyKey.INSTANCE_ID] = self._namespace
+        sys_flag, body = self._send_body(msg, batch)
+        tran = props.get(PropertyKey.TRANSACTION_PREPARED)
+        if tran is not None and tran.lower() == "true":
+            sys_flag |= _TRAN_PREPARED
+        command: Any = (SendReplyMessageV2 if props.get(PropertyKey.MESSAGE_TYPE) == REPLY_MESSAGE_FLAG
+                        else SendBatchMessage if batch else SendMessageV2)
+        broker = mq.broker_name
+        template = self._send_templates.get((command, topic, broker))
+        if template is None:
+            template = self._send_template(command, topic, broker, instance)
+        try:
+            prepared = template.request(mq.queue_id, sys_flag, now, msg.flag, encode_properties(props), body)
+        except ValueError:
+            return None
+        attempt.command = command
+        attempt.body = body
+        return prepared
+
+    def _send_template(self, command: Any, topic: str, broker: str, instance: ClientInstance) -> SendRequestTemplate:
+        templates = self._send_templates
+        if len(templates) >= 1024:  # topics x brokers of a long-lived producer: start over
+            templates.clear()
+        rc = instance.remoting.config
+        header = SendMessageRequestHeaderV2(
+            a=self.namespaced_group if self._namespace else self.group, b=topic,
+            c=self.config.create_topic_key, d=self.config.default_topic_queue_nums,
+            e=0, f=0, g=0, h=0, i="", j=0, k=self.client_config.unit_mode, l=None,
+            m=command is SendBatchMessage, n=broker,
+        )
+        template = templates[(command, topic, broker)] = SendRequestTemplate(
+            command, header, language=rc.language, version=rc.version)
+        return template
+
+    def _send_body(self, msg: CodecMessage, batch: bool) -> tuple[int, bytes]:
+        """The sysFlag of the compression and the body as sent (compressed when over the
+        threshold; Java logs a failed compression and sends the body as it is)."""
+        config = self.config
+        body = msg.body
+        if not batch and len(body) >= config.compress_msg_body_over_howmuch:
+            try:
+                return (int(MessageSysFlag.COMPRESSED) | config.compress_type.flag,
+                        compress(body, config.compress_type, config.compress_level))
+            except Exception as e:
+                self.log.error("tryToCompressMessage exception: {e}", e=e)
+        return 0, body
+
     def _send_request(
         self, msg: CodecMessage, mq: MessageQueue, now: int, instance: ClientInstance
     ) -> tuple[Any, Any, bytes]:
@@ -875,15 +950,7 @@ class Producer:
         if self._namespace:
             props[PropertyKey.INSTANCE_ID] = self._namespace
         config = self.config
-        sys_flag = 0
-        body = msg.body
-        if not batch and len(body) >= config.compress_msg_body_over_howmuch:
-            try:
-                body = compress(body, config.compress_type, config.compress_level)
-                sys_flag = int(MessageSysFlag.COMPRESSED) | config.compress_type.flag
-            except Exception as e:  # Java logs and sends uncompressed
-                self.log.error("tryToCompressMessage exception: {e}", e=e)
-                body = msg.body
+        sys_flag, body = self._send_body(msg, batch)
         tran = props.get(PropertyKey.TRANSACTION_PREPARED)
         if tran is not None and tran.lower() == "true":
             sys_flag |= _TRAN_PREPARED
@@ -1170,6 +1237,13 @@ class _FirstAttempt:
         if self.mode is CommunicationMode.SYNC:
             self._resume(lambda: self._loop()._failed(failure))
             return
+        if self.header is None:  # framed from a template: the same request, typed, for the retries
+            try:
+                self.command, self.header, self.body = self.p._send_request(
+                    self.msg, self.mq, self.now, self.p._instance())
+            except Exception:
+                self.settle(Failure())
+                return
         retry = _AsyncSend(self.p, self.msg, self.info, self.addr, self.mq.broker_name, self.command,
                            self.header, self.body, self.cur, self.now)
         self._resume(lambda: retry._transport_failed(failure))

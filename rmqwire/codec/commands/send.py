@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from rmqwire.codec.codes import RequestCode, ResponseCode
+import dataclasses
+import functools
+
+from rmqwire.codec.codes import DEFAULT_VERSION, LanguageCode, RequestCode, ResponseCode
 from rmqwire.codec.commands.base import Command
+from rmqwire.codec.frame import (
+    PreparedRequest,
+    RemotingCommand,
+    json_quote,
+    json_request_template,
+)
 from rmqwire.codec.header import (
     CommandHeader,
     TopicQueueRequestHeader,
     jfield,
 )
+from rmqwire.errors import CodecError
 
 
 class SendMessageRequestHeader(TopicQueueRequestHeader):
@@ -180,3 +190,54 @@ class PushReplyMessageToClient(Command):
     code = RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT
     header = ReplyMessageRequestHeader
     body = bytes
+
+
+#: The fields of a V2 send that change from one send to the next to one topic and broker
+#: (queueId, sysFlag, bornTimestamp, flag: integers), then its properties (text).
+SEND_OPEN_FIELDS = ("e", "f", "g", "h")
+SEND_TEXT_FIELDS = ("i",)
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+class SendRequestTemplate:
+    """A topic's V2 sends to one broker, framed once: the typed request (``command.request`` of
+    ``header``) as a JSON template whose queue id, sysFlag, born timestamp, flag, properties, and
+    then body and opaque, are filled per send; any other change of the header (the group, the
+    topic, the broker, reconsume fields, ``extra``) needs another template."""
+
+    __slots__ = ("command", "header", "language", "version", "_template")
+
+    def __init__(self, command: type[SendMessageV2], header: SendMessageRequestHeaderV2, *,
+                 language: LanguageCode = LanguageCode.PYTHON, version: int = DEFAULT_VERSION) -> None:
+        self.command = command
+        self.header = header
+        self.language = language
+        self.version = version
+        template, order = json_request_template(
+            command.request(header, language=language, version=version), SEND_OPEN_FIELDS,
+            SEND_TEXT_FIELDS)
+        if order != SEND_OPEN_FIELDS + SEND_TEXT_FIELDS:
+            raise CodecError(f"send template fields out of order: {order}")  # `extra` put one first
+        self._template = template
+
+    def request(self, queue_id: int, sys_flag: int, born_timestamp: int, flag: int,
+                properties: str, body: bytes | None) -> PreparedRequest:
+        """The send's request; ValueError (TypeError) for a value the typed header would refuse
+        (out of its Java type's range, or not an int or str)."""
+        lo, hi = _INT32
+        if not (type(queue_id) is int and lo <= queue_id <= hi and type(sys_flag) is int
+                and lo <= sys_flag <= hi and type(flag) is int and lo <= flag <= hi
+                and type(born_timestamp) is int and -(2**63) <= born_timestamp < 2**63):
+            raise ValueError("send template: queue id, sysFlag and flag must be int32s, the born "
+                             "timestamp an int64")
+        values = (queue_id, sys_flag, born_timestamp, flag, json_quote(properties).encode())
+        return PreparedRequest(self.command.code, self._template, values,
+                               functools.partial(self.typed, queue_id, sys_flag, born_timestamp,
+                                                 flag, properties, body), body)
+
+    def typed(self, queue_id: int, sys_flag: int, born_timestamp: int, flag: int, properties: str,
+              body: bytes | None) -> RemotingCommand:
+        """The typed request a ``request`` of these values stands for."""
+        header = dataclasses.replace(self.header, e=queue_id, f=sys_flag, g=born_timestamp, h=flag,
+                                     i=properties)
+        return self.command.request(header, body, language=self.language, version=self.version)

@@ -570,6 +570,43 @@ def test_warm_async_send_settles_a_sink_from_the_response() -> None:
     assert "body length is zero" in str(_t.failureResultOf(d, MQClientError).value)
 
 
+@pytest.mark.parametrize("options", [{}, {"namespace": "ns"}, {"compress_msg_body_over_howmuch": 4}])
+def test_warm_sends_are_framed_from_the_topics_template_as_the_typed_request(options: dict[str, Any]) -> None:
+    # the first attempt's request comes from SendRequestTemplate: the typed request _send_request
+    # builds for the same message, queue and clock, byte for byte
+    from rmqwire.codec import encode_frame
+
+    w = World()
+    topic = "ns%T" if options.get("namespace") else "T"
+    w.add_topic(topic)
+    p = started(w, warm=True, **options)
+    channel = p.instance.open_broker_channel(w.brokers["broker-a"].addr)
+    seen: list[Any] = []
+    invoke = channel.invoke_direct_prepared
+
+    def spy(request: Any, timeout: float, receiver: Any) -> int:
+        seen.append((request, receiver))
+        return invoke(request, timeout, receiver)
+
+    channel.invoke_direct_prepared = spy
+    msgs = [Message("T", b"plain"), Message("T", b"tagged", tags="A", keys=["k"], properties={"q": '"\\%'}),
+            Message("T", b"flagged", flag=7)]
+    tran = Message("T", b"half")
+    tran.properties["TRAN_MSG"] = "true"
+    for m in [*msgs, tran]:
+        send(w, p.send_async(m))
+    send(w, p.send([Message("T", b"b1"), Message("T", b"b2")]))
+    assert len(seen) == 5 and len(w.sends) == 5
+    rc = p.instance.remoting.config
+    for (request, attempt), got in zip(seen, w.sends):
+        command, header, body = p._send_request(attempt.msg, attempt.mq, attempt.now, p.instance)
+        typed = command.request(header, body, language=rc.language, version=rc.version)
+        assert request.command() == typed and got.code == typed.code
+        assert request.frame(12345) == encode_frame(typed.with_opaque(12345))
+        assert got.header == header and (got.body or b"") == body
+    assert [s.header.f for s in w.sends][3] & 0x4  # TRANSACTION_PREPARED_TYPE
+
+
 def test_warm_async_send_lost_in_flight_is_retried_elsewhere_into_its_sink() -> None:
     # the direct first attempt fails (connection lost with the call pending): the general async
     # path retries it on the other broker, and that outcome settles the sink, once
