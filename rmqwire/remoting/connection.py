@@ -225,6 +225,11 @@ class RemotingConnection:
         the caller checks ``serialize_type``)."""
         return self._send(request.code, True, PreparedRequest.frame, request, deadline, timeout, token)
 
+    def send_prepared_oneway(self, request: PreparedRequest) -> bytes:
+        """The frame of a oneway request framed but for its opaque (its template carries the
+        ONEWAY flag; JSON headers only): an opaque, no pending call."""
+        return self._send(request.code, False, PreparedRequest.frame, request, None, None, None)[1]
+
     def _compact(self) -> None:
         # Answered calls stay in the heap until they reach its top; rebuild before it bloats.
         if len(self._deadlines) > 2 * len(self._pending) + 64:

@@ -248,6 +248,19 @@ class RemotingProtocol(Protocol):
         self._call_written(data, now, deadline)
         return opaque
 
+    def write_oneway_prepared(self, request: PreparedRequest) -> None:
+        """``write_oneway`` for a oneway request framed but for its opaque: written as it is
+        when the connection sends JSON headers and has no RPC hooks, else as its command."""
+        conn = self.connection
+        if self.config.rpc_hooks or conn.serialize_type is not SerializeType.JSON:
+            self.write_oneway(request.command())
+            return
+        if not self.connected or self._closing:
+            raise self._not_open_error(request)
+        data = conn.send_prepared_oneway(request)
+        self._last_activity = self.reactor.seconds()  # _write
+        self.transport.write(data)
+
     def invoke_direct_prepared(self, request: PreparedRequest, timeout: float, receiver: CallReceiver) -> int:
         """``invoke_direct`` for a request framed but for its opaque: written as it is when the
         connection sends JSON headers and has no RPC hooks (as ``invoke_prepared``), else as its

@@ -287,7 +287,7 @@ class Producer:
         )
         self._async_tokens = _Semaphore(self.config.max_inflight_async)
         self._oneway_tokens = _Semaphore(self.config.max_inflight_oneway)
-        self._send_templates: dict[tuple[Any, str, str], SendRequestTemplate] = {}
+        self._send_templates: dict[tuple[Any, str, str, bool], SendRequestTemplate] = {}
         self._namespace = self.client_config.namespace
         self.metrics = metrics_for(self.client_config.metrics)
 
@@ -660,9 +660,15 @@ class Producer:
         except Exception:
             return defer.fail()
         try:
-            command, header, body = self._send_request(msg, mq, now, instance)
             rc = instance.remoting.config
-            channel.write_oneway(command.request(header, body, language=rc.language, version=rc.version))
+            prepared = None
+            if not rc.rpc_hooks and rc.serialize_type is SerializeType.JSON:
+                prepared = self._send_prepared(msg, mq, now, instance, oneway=True)
+            if prepared is not None:
+                channel.write_oneway_prepared(prepared)
+            else:
+                command, header, body = self._send_request(msg, mq, now, instance)
+                channel.write_oneway(command.request(header, body, language=rc.language, version=rc.version))
         except Exception:
             # as the general path's failed send_kernel (fault item, "Send [1] times" error)
             loop = _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info)
@@ -874,14 +880,14 @@ class Producer:
 
     def _send_prepared(
         self, msg: CodecMessage, mq: MessageQueue, now: int, instance: ClientInstance,
-        attempt: _FirstAttempt,
+        attempt: _FirstAttempt | None = None, oneway: bool = False,
     ) -> PreparedRequest | None:
         """``_send_request``'s request framed from the topic's template (``SendRequestTemplate``,
-        one per command, topic and broker): only the queue id, sysFlag, born timestamp, flag,
-        properties and body change from one send to the next. Sets ``attempt``'s command and
-        body; its header is built only if a retry needs it. None for what the template does not
-        cover (V1 headers, a retry topic's reconsume fields, a flag out of the int32 range): the
-        typed path then builds the request."""
+        one per command, topic, broker and oneway flag): only the queue id, sysFlag, born
+        timestamp, flag, properties and body change from one send to the next. Sets ``attempt``'s
+        command and body; its header is built only if a retry needs it. None for what the
+        template does not cover (V1 headers, a retry topic's reconsume fields, a flag out of the
+        int32 range): the typed path then builds the request."""
         batch = isinstance(msg, _Batch)
         config = self.config
         topic = msg.topic
@@ -899,18 +905,20 @@ class Producer:
         command: Any = (SendReplyMessageV2 if props.get(PropertyKey.MESSAGE_TYPE) == REPLY_MESSAGE_FLAG
                         else SendBatchMessage if batch else SendMessageV2)
         broker = mq.broker_name
-        template = self._send_templates.get((command, topic, broker))
+        template = self._send_templates.get((command, topic, broker, oneway))
         if template is None:
-            template = self._send_template(command, topic, broker, instance)
+            template = self._send_template(command, topic, broker, oneway, instance)
         try:
             prepared = template.request(mq.queue_id, sys_flag, now, msg.flag, encode_properties(props), body)
         except ValueError:
             return None
-        attempt.command = command
-        attempt.body = body
+        if attempt is not None:
+            attempt.command = command
+            attempt.body = body
         return prepared
 
-    def _send_template(self, command: Any, topic: str, broker: str, instance: ClientInstance) -> SendRequestTemplate:
+    def _send_template(self, command: Any, topic: str, broker: str, oneway: bool,
+                       instance: ClientInstance) -> SendRequestTemplate:
         templates = self._send_templates
         if len(templates) >= 1024:  # topics x brokers of a long-lived producer: start over
             templates.clear()
@@ -921,8 +929,8 @@ class Producer:
             e=0, f=0, g=0, h=0, i="", j=0, k=self.client_config.unit_mode, l=None,
             m=command is SendBatchMessage, n=broker,
         )
-        template = templates[(command, topic, broker)] = SendRequestTemplate(
-            command, header, language=rc.language, version=rc.version)
+        template = templates[(command, topic, broker, oneway)] = SendRequestTemplate(
+            command, header, language=rc.language, version=rc.version, oneway=oneway)
         return template
 
     def _send_body(self, msg: CodecMessage, batch: bool) -> tuple[int, bytes]:

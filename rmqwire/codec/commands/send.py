@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from rmqwire.codec.codes import DEFAULT_VERSION, LanguageCode, RequestCode, ResponseCode
+from rmqwire.codec.codes import (
+    DEFAULT_VERSION,
+    FLAG_ONEWAY,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+)
 from rmqwire.codec.commands.base import Command
 from rmqwire.codec.frame import (
     PreparedRequest,
@@ -203,19 +209,23 @@ class SendRequestTemplate:
     """A topic's V2 sends to one broker, framed once: the typed request (``command.request`` of
     ``header``) as a JSON template whose queue id, sysFlag, born timestamp, flag, properties, and
     then body and opaque, are filled per send; any other change of the header (the group, the
-    topic, the broker, reconsume fields, ``extra``) needs another template."""
+    topic, the broker, reconsume fields, ``extra``) needs another template. ``oneway``: the
+    requests carry the ONEWAY flag (a oneway send)."""
 
-    __slots__ = ("command", "header", "language", "version", "_template")
+    __slots__ = ("command", "header", "language", "version", "oneway", "_template")
 
     def __init__(self, command: type[SendMessageV2], header: SendMessageRequestHeaderV2, *,
-                 language: LanguageCode = LanguageCode.PYTHON, version: int = DEFAULT_VERSION) -> None:
+                 language: LanguageCode = LanguageCode.PYTHON, version: int = DEFAULT_VERSION,
+                 oneway: bool = False) -> None:
         self.command = command
         self.header = header
         self.language = language
         self.version = version
-        template, order = json_request_template(
-            command.request(header, language=language, version=version), SEND_OPEN_FIELDS,
-            SEND_TEXT_FIELDS)
+        self.oneway = oneway
+        cmd = command.request(header, language=language, version=version)
+        if oneway:
+            cmd = dataclasses.replace(cmd, flag=cmd.flag | FLAG_ONEWAY)
+        template, order = json_request_template(cmd, SEND_OPEN_FIELDS, SEND_TEXT_FIELDS)
         if order != SEND_OPEN_FIELDS + SEND_TEXT_FIELDS:
             raise CodecError(f"send template fields out of order: {order}")  # `extra` put one first
         self._template = template
@@ -240,4 +250,5 @@ class SendRequestTemplate:
         """The typed request a ``request`` of these values stands for."""
         header = dataclasses.replace(self.header, e=queue_id, f=sys_flag, g=born_timestamp, h=flag,
                                      i=properties)
-        return self.command.request(header, body, language=self.language, version=self.version)
+        cmd = self.command.request(header, body, language=self.language, version=self.version)
+        return dataclasses.replace(cmd, flag=cmd.flag | FLAG_ONEWAY) if self.oneway else cmd

@@ -256,9 +256,15 @@ def test_warm_oneway_is_written_at_once_round_robin() -> None:
     w.add_topic("T")
     p = started(w, warm=True, max_inflight_oneway=1)
     msgs = [Message("T", b"o%d" % i) for i in range(8)]
+    written: list[Any] = []
+    for addr in (b.addr for b in w.brokers.values()):
+        channel = p.instance.open_broker_channel(addr)
+        channel.write_oneway_prepared = (lambda write: lambda r: (written.append(r), write(r)))(
+            channel.write_oneway_prepared)
     for m in msgs:
         assert p.send_oneway_written(m) is None
         assert p._oneway_tokens.tokens == 1
+    assert len(written) == 8 and all(r.command().is_oneway for r in written)  # the oneway template
     w.run()
     got = [(s.header.n, s.header.e) for s in w.sends]
     assert sorted(got) == sorted((b, q) for b in ("broker-a", "broker-b") for q in range(4))
@@ -281,7 +287,7 @@ def test_warm_oneway_whose_write_fails_is_the_general_paths_failed_attempt() -> 
     def refuse(cmd: Any) -> None:
         raise ConnectionLostError("gone")
 
-    channel.write_oneway = refuse
+    channel.write_oneway = channel.write_oneway_prepared = refuse
     d = p.send_oneway_written(Message("T", b"o"))
     err = fail(w, d, MQClientError)
     assert "Send [1] times, still failed" in str(err) and "BrokersSent: [broker-a]" in str(err)

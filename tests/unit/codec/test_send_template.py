@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rmqwire.codec import CodecError, LanguageCode, encode_frame
+from rmqwire.codec.codes import FLAG_ONEWAY
 from rmqwire.codec.commands.send import (
     SendBatchMessage,
     SendMessageRequestHeaderV2,
@@ -45,17 +46,19 @@ def headers(draw):
 
 
 @given(header=headers(), command=st.sampled_from([SendMessageV2, SendBatchMessage, SendReplyMessageV2]),
-       language=st.sampled_from(LanguageCode), version=int32,
+       language=st.sampled_from(LanguageCode), version=int32, oneway=st.booleans(),
        sends=st.lists(st.tuples(int32, int32, int64, int32,
                                 st.dictionaries(prop_keys, prop_values, max_size=4),
                                 st.none() | st.binary(max_size=64), int32), min_size=1, max_size=3))
-def test_template_frames_equal_the_typed_request_frames(header, command, language, version, sends):
-    template = SendRequestTemplate(command, header, language=language, version=version)
+def test_template_frames_equal_the_typed_request_frames(header, command, language, version, oneway, sends):
+    template = SendRequestTemplate(command, header, language=language, version=version, oneway=oneway)
     for queue_id, sys_flag, born, flag, props, body, opaque in sends:
         properties = encode_properties(props)
         typed = command.request(
             dataclasses.replace(header, e=queue_id, f=sys_flag, g=born, h=flag, i=properties), body,
             language=language, version=version)
+        if oneway:
+            typed = dataclasses.replace(typed, flag=typed.flag | FLAG_ONEWAY)
         prepared = template.request(queue_id, sys_flag, born, flag, properties, body)
         assert prepared.code == command.code
         assert prepared.frame(opaque) == encode_frame(typed.with_opaque(opaque))
