@@ -38,6 +38,10 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from rmqwire.admin import Admin
+    from rmqwire.client.consumer.blocking import PullConsumer, PushConsumer, QueuePuller
+    from rmqwire.client.consumer.listener import ConsumeResult
+    from rmqwire.client.consumer.reply import create_reply_message
+    from rmqwire.client.consumer.subscription import MessageSelector
     from rmqwire.client.message import (
         LocalTransactionState,
         Message,
@@ -46,10 +50,6 @@ if TYPE_CHECKING:
         TransactionSendResult,
     )
     from rmqwire.client.producer.blocking import Producer, TransactionProducer
-    from rmqwire.client.consumer.blocking import PullConsumer, PushConsumer, QueuePuller
-    from rmqwire.client.consumer.listener import ConsumeResult
-    from rmqwire.client.consumer.reply import create_reply_message
-    from rmqwire.client.consumer.subscription import MessageSelector
     from rmqwire.codec.message import MessageExt
     from rmqwire.model import ConsumeFromWhere, MessageModel, MessageQueue
 

@@ -18,6 +18,7 @@ import pytest
 
 from rmqwire.codec import RequestCode, ResponseCode
 from tools.peers.topics import create_topic
+from tools.reference import jars
 from tools.reference.benchmark import (
     ConsumerReport,
     ProducerSummary,
@@ -27,7 +28,6 @@ from tools.reference.benchmark import (
     run_producer,
     start_consumer,
 )
-from tools.reference import jars
 from tools.reference.cluster import pid_alive
 from tools.reference.jars import ReferenceUnavailable
 from tools.reference.mqadmin import (

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmqwire.codec import commands as B
-from rmqwire.codec.commands import build_subscription_data
 from rmqwire.codec.body import (
     ANY,
     BOOL,
@@ -34,6 +33,7 @@ from rmqwire.codec.body import (
     MapSpec,
 )
 from rmqwire.codec.codes import V5_0_0, LanguageCode, version_ordinal
+from rmqwire.codec.commands import build_subscription_data
 from rmqwire.errors import CodecError, MQClientError
 from rmqwire.model import (
     ConsumeFromWhere,

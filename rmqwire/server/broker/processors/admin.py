@@ -75,12 +75,6 @@ from rmqwire.codec.commands.consumer import (
     UnlockBatchRequestBody,
 )
 from rmqwire.codec.commands.namesrv import KVTable
-from rmqwire.codec.commands.query import (
-    ConsumeQueueData,
-    QueryConsumeQueue,
-    QueryConsumeQueueRequestHeader,
-    QueryConsumeQueueResponseBody,
-)
 from rmqwire.codec.commands.offset import (
     ConsumerOffsetSerializeWrapper,
     GetAllConsumerOffset,
@@ -95,6 +89,12 @@ from rmqwire.codec.commands.offset import (
     ResetOffsetRequestHeader,
     SearchOffsetByTimestamp,
     SearchOffsetResponseHeader,
+)
+from rmqwire.codec.commands.query import (
+    ConsumeQueueData,
+    QueryConsumeQueue,
+    QueryConsumeQueueRequestHeader,
+    QueryConsumeQueueResponseBody,
 )
 from rmqwire.codec.commands.topic import (
     CreateTopicRequestHeader,
