@@ -186,21 +186,22 @@ class PullAPIWrapper:
             # per record), the same map as a put on the messages kept; inner-batch messages (new
             # objects, none of the wrapper's properties but WAIT) get them after the unwrap
             puts = {PropertyKey.MIN_OFFSET: str(result.min_offset), PropertyKey.MAX_OFFSET: str(result.max_offset)}
-            msgs = decode_messages(result.body or b"", put_properties=puts)
+            name, qid, delta = mq.broker_name, mq.queue_id, result.offset_delta
+            # the queue's broker name and id set while decoding, as Java sets them after
+            msgs = decode_messages(result.body or b"", put_properties=puts, broker_name=name, queue_id=qid)
             for m in msgs:
                 if m.sys_flag & _INNER_BATCH == _INNER_BATCH:
                     msgs = self._unwrap(mq, msgs)
                     for inner in msgs:
                         for key, value in puts.items():
                             inner.put_property(key, value)
+                        inner.broker_name = name
+                        inner.queue_id = qid
                     break
             if sd.tags_set and not sd.class_filter_mode:
                 msgs = filter_by_tags(msgs, sd)
-            name, qid, delta = mq.broker_name, mq.queue_id, result.offset_delta
-            for m in msgs:
-                m.broker_name = name
-                m.queue_id = qid
-                if delta is not None:
+            if delta is not None:
+                for m in msgs:
                     m.queue_offset += delta
             result.messages = msgs
         result.body = None

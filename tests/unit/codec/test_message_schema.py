@@ -17,9 +17,11 @@ from rmqwire.codec.message import (
     MessageSysFlag,
     _encode_properties_pairs,
     compress,
+    compression_type_of,
     decode_batch,
     decode_messages,
     decode_properties,
+    decompress,
     encode_batch,
     encode_message,
     encode_properties,
@@ -154,6 +156,45 @@ def test_compressed_records_round_trip(m, ctype, level):
         assert d.sys_flag == m.sys_flag & ~MessageSysFlag.COMPRESSED
     [stored] = decode_messages(data, decompress=False)
     assert stored.body == m.body and stored.sys_flag == m.sys_flag
+
+
+@HEAVY
+@given(
+    st.lists(message_exts(body=st.binary(max_size=400)), min_size=1, max_size=4),
+    st.lists(st.sampled_from([None, *CompressionType]), min_size=4, max_size=4),
+    properties,
+    st.one_of(st.none(), text),
+    st.one_of(st.none(), int32),
+)
+def test_pull_decode_equals_schema_then_java_steps(msgs, ctypes, puts, broker_name, queue_id):
+    """What the consumer asks of ``decode_messages`` (inflate, puts, its queue's broker name and id)
+    equals the Construct schema's decode followed by Java's steps one by one: inflate a compressed
+    body and clear COMPRESSED, put each property, set brokerName and queueId. V1/V2, IPv4/IPv6
+    hosts, empty and compressed bodies, fast and checked records mixed in one body."""
+    for m, ctype in zip(msgs, ctypes):
+        m.sys_flag &= ~(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_TYPE_MASK)
+        if ctype is not None:
+            m.sys_flag = set_compression(m.sys_flag, ctype)
+            m.body = compress(m.body, ctype)
+    data = b"".join(encode_message(m) for m in msgs)
+    expected = schema_decode_messages(data)
+    for m in expected:
+        if m.sys_flag & MessageSysFlag.COMPRESSED and m.body:
+            m.body = decompress(m.body, compression_type_of(m.sys_flag))
+            m.sys_flag &= ~MessageSysFlag.COMPRESSED
+        for k, v in puts.items():
+            m.put_property(k, v)
+        m.broker_name = broker_name
+        if queue_id is not None:
+            m.queue_id = queue_id
+    got = decode_messages(data, put_properties=puts, broker_name=broker_name, queue_id=queue_id)
+    assert got == expected
+    assert [m.broker_name for m in got] == [broker_name] * len(msgs)
+    assert [list(m.properties.items()) for m in got] == [list(m.properties.items()) for m in expected]
+    # the stored form is untouched without inflating
+    stored = decode_messages(data, decompress=False, broker_name=broker_name)
+    want = schema_decode_messages(data)
+    assert [(m.body, m.sys_flag) for m in stored] == [(m.body, m.sys_flag) for m in want]
 
 
 @LIGHT
