@@ -15,6 +15,7 @@ official.
 
     python -m tools.bench.broker [--seconds 30] [--threads 16] [--only single batch16 sync] [--json]
     python -m tools.bench.broker --profile prof.out --only single   # cProfile of the rmqwire broker
+    python -m tools.bench.broker --trace sync.txt --only sync --rmqwire-only   # put -> fsync -> answer
 """
 
 from __future__ import annotations
@@ -178,13 +179,15 @@ def run_official(ns: _Namesrv, scenario: str, seconds: float, threads: int, inde
 
 
 def run_rmqwire(ns: _Namesrv, scenario: str, seconds: float, threads: int, parent: Path,
-                profile: str | None) -> Run:
+                profile: str | None, trace: str | None = None) -> Run:
     flush = SCENARIOS[scenario][1]
     workdir = Path(tempfile.mkdtemp(prefix="rmqwire-", dir=parent))
     broker = RmqwireBroker(ns.namesrv_addr, {"flushDiskType": flush, "mappedFileSizeCommitLog": str(1 << 30)},
                            workdir=workdir, name=f"rmqwire-{scenario}")
     if profile:
         broker.python_args = ["-m", "cProfile", "-o", profile]
+    elif trace:
+        broker.python_args = ["-m", "tools.bench.broker.sync_trace", str(Path(trace).resolve())]
     broker.start()
     try:
         return _drive(ns.namesrv_addr, broker.addr, broker.pid, "rmqwire", scenario, seconds, threads)
@@ -209,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))
     ap.add_argument("--rmqwire-only", action="store_true", help="skip the official broker")
     ap.add_argument("--profile", help="cProfile output file for the rmqwire broker (one scenario)")
+    ap.add_argument("--trace", help="file for the SYNC_FLUSH timeline of the rmqwire broker (sync_trace.py; "
+                    "one scenario, printed at the end)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     ensure_benchmark_jars()
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for index, scenario in enumerate(a.only or list(SCENARIOS)):
             official = None if a.rmqwire_only else run_official(ns, scenario, a.seconds, a.threads, index)
-            ours = run_rmqwire(ns, scenario, a.seconds, a.threads, parent, a.profile)
+            ours = run_rmqwire(ns, scenario, a.seconds, a.threads, parent, a.profile, a.trace)
             ratio = ours.tps / official.tps if official and official.tps else None
             rows.append({"scenario": scenario, "official": asdict(official) if official else None,
                          "rmqwire": asdict(ours), "ratio": ratio})
@@ -232,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ns.stop()
         shutil.rmtree(parent, ignore_errors=True)
+    if a.trace and not a.json and Path(a.trace).exists():
+        print(Path(a.trace).read_text(), end="")
     if a.json:
         print(json.dumps({"threads": a.threads, "seconds": a.seconds, "cpus": os.cpu_count(), "rows": rows}))
     return 0
