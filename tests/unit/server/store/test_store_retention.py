@@ -133,5 +133,5 @@ def test_helpers():
     assert is_it_time_to_do("04;16", datetime.datetime(2027, 1, 1, 16, 5))
     assert not is_it_time_to_do("04", datetime.datetime(2027, 1, 1, 5, 0))
     ratio = disk_partition_used_ratio("/")
-    assert 0.0 <= ratio <= 1.0 and round(ratio * 100) == ratio * 100
+    assert 0.0 <= ratio <= 1.0 and ratio == round(ratio, 2)  # whole percents (0.28 * 100 is not 28.0)
     assert disk_partition_used_ratio("/no/such/path") == -1.0
