@@ -280,9 +280,13 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
 
 
 class Waiter:
-    """A sink one blocked caller waits on: a bare lock released by the reactor thread."""
+    """A sink one blocked caller waits on: a bare lock released by the reactor thread.
 
-    __slots__ = ("_lock", "_done", "result", "error", "deferred", "what")
+    Usable with ``submit`` (the call's Deferred is kept for a cancellation) and ``submit_to``: a
+    call that settles the waiter itself may set ``attempt`` to an object whose ``cancel()`` drops
+    it (the producer's first attempt), so a timed-out caller still cancels the call."""
+
+    __slots__ = ("_lock", "_done", "result", "error", "deferred", "attempt", "what")
 
     def __init__(self, what: str) -> None:
         self._lock = _thread.allocate_lock()
@@ -291,18 +295,21 @@ class Waiter:
         self.result: Any = None
         self.error: BaseException | None = None
         self.deferred: Deferred[Any] | None = None
+        self.attempt: Any = None
         self.what = what
 
     def ok(self, result: Any) -> None:
         if not self._done:
             self._done = True
             self.result = result
+            _inbox._pending.discard(self)  # a submit_to call settles the waiter itself
             self._lock.release()
 
     def fail(self, failure: Failure) -> None:
         if not self._done:
             self._done = True
             self.error = failure.value
+            _inbox._pending.discard(self)
             self._lock.release()
         elif not failure.check(CancelledError, ReactorStoppedError):
             log.failure("{what} failed after its caller timed out", failure, level=LogLevel.warn,
@@ -310,9 +317,16 @@ class Waiter:
 
     def _abandon(self) -> None:
         """In the reactor thread: a timed-out caller gives up; cancel the call if still pending."""
-        if not self._done and self.deferred is not None:
+        if self._done:
+            return
+        if self.deferred is not None:
             self.deferred.cancel()  # fails the waiter with CancelledError, or settles it first
-        elif not self._done:  # still queued: drop it when it comes out of the queue
+            return
+        attempt = self.attempt
+        if attempt is not None:
+            self.attempt = None
+            attempt.cancel()  # forgets the call (no outcome comes), or fails us via its retries
+        if not self._done:  # still queued (dropped when it comes out of the queue), or forgotten
             self.fail(Failure(CancelledError()))
 
     def wait(self, timeout: float) -> Any:

@@ -174,8 +174,12 @@ class Producer:
             raise _facade.ReactorThreadError(
                 "blocking send from the reactor thread would deadlock; use the core's Deferred API")
         waiter = _facade.Waiter("Producer.send")
-        _facade.submit(core.send, msg, sink=waiter, queue=queue, selector=selector, arg=arg,
-                       timeout=timeout)
+        if queue is None and selector is None and timeout is None:
+            # the common case settles the waiter from the response: no Deferred per send
+            _facade.submit_to(core.send_to, msg, sink=waiter)
+        else:
+            _facade.submit(core.send, msg, sink=waiter, queue=queue, selector=selector, arg=arg,
+                           timeout=timeout)
         return waiter.wait(self._wait(timeout))
 
     def send_oneway(

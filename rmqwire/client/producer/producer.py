@@ -391,6 +391,13 @@ class Producer:
         first attempt went out), else a Deferred of the outcome for the caller to hand on."""
         return self._send(msg, CommunicationMode.ASYNC, None, None, None, None, sink)
 
+    def send_to(self, sink: Any, msg: CodecMessage | Sequence[CodecMessage]) -> Deferred[SendResult] | None:
+        """``send(msg)`` whose outcome goes to ``sink.ok(result)`` / ``sink.fail(failure)`` (once,
+        in the reactor thread): None when the send settles the sink itself (its first attempt
+        went out; a sink with an ``attempt`` attribute gets that attempt, whose ``cancel()`` drops
+        the send), else a Deferred of the outcome for the caller to hand on."""
+        return self._send(msg, CommunicationMode.SYNC, None, None, None, None, sink)
+
     def send_oneway(
         self,
         msg: CodecMessage | Sequence[CodecMessage],
@@ -603,7 +610,7 @@ class Producer:
         if own:
             sink = _SendDeferred(_cancel_send)
         attempt = _FirstAttempt(self, msg, mode, info, mq, addr, begin, timeout_ms, now, sink, tokens)
-        if type(sink) is _SendDeferred:
+        if type(sink) is _SendDeferred or hasattr(sink, "attempt"):
             sink.attempt = attempt  # for its canceller; the attempt drops the sink when it ends
         cap = self.config.send_msg_max_timeout_per_request
         if (mode is CommunicationMode.SYNC and cap > -1 and self.config.retry_times_when_send_failed > 0

@@ -19,6 +19,7 @@ from twisted.internet import defer
 
 from rmqwire import Message, MessageQueue, Producer, SendResult, SendStatus
 from rmqwire.client import blocking
+from rmqwire.client.producer import blocking as producer_blocking
 from rmqwire.codec.commands.route import BrokerData, QueueData, TopicRouteData
 from rmqwire.codec.message import decode_properties
 from rmqwire.errors import (
@@ -102,6 +103,29 @@ def test_many_threads_share_one_producer(cluster: LoopbackCluster) -> None:
             ids = [i for batch in pool.map(work, range(16)) for i in batch]
     assert len(ids) == len(set(ids)) == 320
     assert len(cluster.broker.sends) == 320
+
+
+def test_sync_send_settles_its_waiter_directly_and_a_timed_out_caller_cancels_it(
+        cluster: LoopbackCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the common sync send hands its Waiter to the core (submit_to: no Deferred per send), so
+    # the inbox forgets the waiter when the answer settles it, and a caller that gives up before
+    # the core's own deadline still drops the pending call (the first attempt's cancel)
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr, send_msg_timeout=3000) as p:
+        assert p.send(Message("T", b"first")).status is SendStatus.SEND_OK  # looks the route up
+        assert p.send(Message("T", b"warm")).status is SendStatus.SEND_OK  # the direct path
+        assert not blocking._inbox._pending
+        channel = blocking.call(p.core.instance.open_broker_channel, cluster.broker.addr,
+                                timeout=WAIT)
+        cluster.broker.hold = True
+        monkeypatch.setattr(producer_blocking, "WAIT_SLACK", -2.8)  # the caller waits 0.2 s
+        with pytest.raises(blocking.CallTimeoutError, match="Producer.send"):
+            p.send(Message("T", b"held"))
+        assert blocking.call(lambda: channel.pending_count, timeout=WAIT) == 0
+        assert not blocking._inbox._pending
+        cluster.broker.hold = False
+        monkeypatch.undo()
+        assert p.send(Message("T", b"after")).status is SendStatus.SEND_OK
+    assert [s.body for s in cluster.broker.sends] == [b"first", b"warm", b"held", b"after"]
 
 
 def test_send_async_future_and_callback(cluster: LoopbackCluster) -> None:
