@@ -10,10 +10,12 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import gc
+import os
 import subprocess
 import sys
 import textwrap
 import threading
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +28,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import LogLevel, globalLogPublisher
 from twisted.python import threadable
 
+from rmqwire.client import blocking as facade
 from rmqwire.client.blocking import (
     CallTimeoutError,
     FutureSink,
@@ -388,6 +391,77 @@ def test_waiter_timeout_cancels_the_deferred(reactor: Any) -> None:
     with pytest.raises(CallTimeoutError, match="never gave no result"):
         w.wait(SHORT)
     assert cancelled.wait(WAIT)
+
+
+def test_waiters_of_one_thread_settled_in_any_order_each_get_their_own_outcome(reactor: Any) -> None:
+    # a thread's waiters share its wake-up (an eventfd on Linux): a wake-up for a later waiter,
+    # or one left by a waiter that gave up, must not end another's wait early or be lost
+    stale = Waiter("stale")
+    submit(lambda: Deferred(), sink=stale)
+    with pytest.raises(CallTimeoutError):
+        stale.wait(SHORT)
+    waiters = [Waiter(str(i)) for i in range(5)]
+    for i, w in enumerate(waiters):  # the first to be submitted is the last to be settled
+        submit(task.deferLater, reactor, 0.01 * (5 - i), lambda i=i: i, sink=w)
+    assert [w.wait(WAIT) for w in waiters] == list(range(5))
+    late = Waiter("late")
+    submit(task.deferLater, reactor, 0.05, lambda: "late", sink=late)
+    assert late.wait(WAIT) == "late"
+
+
+def test_a_waiter_is_waited_on_in_its_own_thread(reactor: Any) -> None:
+    w = Waiter("elsewhere")
+    submit(lambda: 1, sink=w)
+    if facade._thread_wake() is None:
+        pytest.skip("no eventfd: a lock per Waiter, any thread may wait")
+    with ThreadPoolExecutor(1) as pool, pytest.raises(RuntimeError, match="thread that made it"):
+        pool.submit(w.wait, WAIT).result(WAIT)
+    assert w.wait(WAIT) == 1
+
+
+def test_a_threads_wake_up_is_closed_when_the_thread_and_its_waiters_are_gone(reactor: Any) -> None:
+    if facade._thread_wake() is None:
+        pytest.skip("no eventfd on this platform")
+    refs: list[Any] = []
+
+    def one_send() -> int:
+        w = Waiter("t")
+        refs.append(weakref.ref(w._wake))
+        refs.append((w._wake.fd, _fd_info(w._wake.fd)))
+        submit(lambda: 3, sink=w)
+        return w.wait(WAIT)
+
+    t = threading.Thread(target=lambda: refs.append(one_send()))
+    t.start()
+    t.join(WAIT)
+    assert refs[2] == 3
+    gc.collect()
+    assert refs[0]() is None
+    fd, info = refs[1]
+    assert "eventfd" in info
+    assert _fd_info(fd) != info  # closed (or the number reused for another file or eventfd)
+
+
+def _fd_info(fd: int) -> str:
+    """The kernel's description of ``fd`` (an eventfd's carries its id), "" when closed."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            return "".join(line for line in f if not line.startswith(("pos:", "eventfd-count")))
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_does_not_share_its_parents_wake_up(reactor: Any) -> None:
+    parent = facade._thread_wake()
+    if parent is None:
+        pytest.skip("no eventfd on this platform")
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread, no reactor; exit without pytest's cleanup
+        child = facade._thread_wake()
+        os._exit(0 if child is not None and child is not parent and child.fd != -1 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_submit_from_many_threads(reactor: Any) -> None:
