@@ -1004,6 +1004,46 @@ class Producer:
             command = SendReplyMessage if reply else SendMessage
         return command, header, body
 
+    def send_result_of(self, response: RemotingCommand, msg: CodecMessage, broker_name: str) -> SendResult | None:
+        """``process_send_response`` of ``parse_response`` straight from the response's fields in
+        the common case (a send status code, integers as plain digits in range; other keys, which
+        the typed header keeps in ``extra``, are not read): no typed header or Response per send. None for anything else, which
+        the typed path then reads (and fails on) as the schema of record."""
+        status = _STATUS_OF.get(response.code)
+        if status is None:
+            return None
+        ext = response.ext_fields
+        if ext is None:
+            return None
+        get = ext.get
+        queue_id = get("queueId")
+        offset = get("queueOffset")
+        msg_id = get("msgId")
+        if queue_id is not None:
+            if not (queue_id.isascii() and queue_id.isdigit()):
+                return None
+            queue_id = int(queue_id)
+            if queue_id > 2147483647:
+                return None
+        if offset is not None:
+            if not (offset.isascii() and offset.isdigit()):
+                return None
+            offset = int(offset)
+            if offset > 9223372036854775807:
+                return None
+        if status is SendStatus.SEND_OK and (msg_id is None or queue_id is None or offset is None):
+            return None  # strict: the typed path raises the missing field
+        topic = without_namespace(msg.topic, self._namespace) if self._namespace else msg.topic
+        if isinstance(msg, _Batch) and get("batchUniqId") is None:
+            uniq: str | None = ",".join(
+                m.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or "" for m in msg.messages
+            )
+        else:
+            uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return SendResult(status, uniq, msg_id, MessageQueue(topic, broker_name, queue_id), offset,
+                          get("transactionId"), get(PropertyKey.MSG_REGION) or "DefaultRegion",
+                          get(PropertyKey.TRACE_SWITCH) != "false", get("recallHandle"))
+
     def process_send_response(
         self, response: Response[Any, Any], msg: CodecMessage, broker_name: str, addr: str
     ) -> SendResult:
@@ -1217,6 +1257,17 @@ class _FirstAttempt:
     def answered(self, response: RemotingCommand) -> None:
         self.channel = None
         p = self.p
+        try:
+            fast = p.send_result_of(response, self.msg, self.mq.broker_name)
+        except Exception:
+            fast = None  # the typed path below judges it
+        if fast is not None:
+            if (fast.status is not SendStatus.SEND_OK and self.mode is CommunicationMode.SYNC
+                    and p.config.retry_another_broker_when_not_store_ok):
+                self._resume(lambda: self._loop()._sent(fast))
+                return
+            self.settle(fast)
+            return
         if self.mode is CommunicationMode.SYNC:
             try:
                 result = p.process_send_response(
