@@ -103,6 +103,8 @@ public class ProducerTool {
     private static void hold(Map<String, String> o) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer(req(o, "group"));
         p.setNamesrvAddr(req(o, "namesrv"));
+        p.setMqClientApiTimeout(15000); // its first route lookup timed out at 3 s (the default) at load 20
+        p.setSendMsgTimeout(15000);
         p.start();
         SendResult r = p.send(new Message(req(o, "topic"), "hold".getBytes(StandardCharsets.UTF_8)));
         emit("{\"event\":\"started\",\"clientId\":" + q(p.buildMQClientId()) + ",\"status\":"
