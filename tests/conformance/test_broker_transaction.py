@@ -159,6 +159,11 @@ def _in_offset_order(records: list[Any]) -> bool:
     return True
 
 
+def _lock_holders(broker: InProcessBroker, group: str) -> set[str]:
+    # list() copies the reactor thread's dict in one C call, so no "changed size during iteration"
+    return {e.client_id for e in list(broker.broker.rebalance_lock_manager.table.get(group, {}).values())}
+
+
 def test_java_orderly_consumers_keep_queue_order_across_a_restart(broker, java_peer):
     topic = new_topic(broker)
     group = unique("orderly")
@@ -172,15 +177,19 @@ def test_java_orderly_consumers_keep_queue_order_across_a_restart(broker, java_p
         sent = java_peer.produce(topic, total // 2, body="m-{i}")
         # the first instance stops after 8 messages (unlocking its queues) and comes back
         first.finish(timeout=120)
+        before = _lock_holders(broker, group)
         second = java_peer.start_consumer(topic, total, group=group, orderly=True, timeout_ms=240_000)
         second.wait_started(120)
+        # a started consumer has not necessarily locked its share yet: until it has, the instance that
+        # stayed may take every new message (seen once at CI load), so wait for the restarted one's lock
+        wait_until(lambda: _lock_holders(broker, group) - before, 120, "the restarted instance locks a queue")
         sent += java_peer.produce(topic, total // 2, body="n-{i}")
         sent_ids = {s.msg_id for s in sent}
         everyone = (stay, first, second)
         wait_until(lambda: sent_ids <= {r.msg_id for p in everyone for r in p.records}, 180,
                    "every message consumed by one of the instances")
         # the restarted instance got queues back from the one that stayed: both hold locks now
-        holders = {e.client_id for e in broker.broker.rebalance_lock_manager.table.get(group, {}).values()}
+        holders = _lock_holders(broker, group)
     finally:
         for p in (stay, first, second):
             if p is not None:
