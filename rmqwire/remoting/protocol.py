@@ -1,7 +1,8 @@
 """The Twisted side of one remoting connection: Deferreds, one deadline timer, the processor table.
 
 ``RemotingProtocol`` (a channel, in Netty's words) wraps a sans-IO ``RemotingConnection``, which
-owns every pending call; the protocol keeps one timer set to the connection's next deadline.
+owns every pending call; the protocol keeps one timer due no later than the connection's next
+deadline.
 Either side may call the other: ``invoke``/``invoke_oneway`` send requests; requests from the peer
 (a broker calling a client with CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO, ...) go
 through the ``Dispatcher``. The reactor is injected (only ``IReactorTime`` is used), so tests
@@ -152,7 +153,7 @@ class RemotingProtocol(Protocol):
                     "closing connection to {peer}: {error}", peer=self.peer, error=str(event.error)
                 )
                 self.close()
-        self._reschedule()
+        # no timer work: an answer only takes a deadline away (the timer, if early, re-arms)
 
     def connectionLost(self, reason: Failure | None = None) -> None:
         if self._lost:
@@ -221,11 +222,10 @@ class RemotingProtocol(Protocol):
         self._last_activity = now
         self.transport.write(data)
         timer = self._deadline_call
-        # The timer never runs later than the earliest pending deadline (_reschedule keeps it so),
-        # so a call due no sooner than it needs no rescheduling: the common case of a pipelined
-        # sender, which then skips the heap walk per request.
-        if timer is None or not timer.active() or timer.getTime() > deadline:
-            self._reschedule()
+        # The timer never runs later than the earliest pending deadline, so a call due no sooner
+        # needs nothing: the common case (a later call of the same timeout), sync or pipelined.
+        if timer is None or timer.getTime() > deadline:
+            self._arm(deadline)
 
     def invoke_direct(self, cmd: RemotingCommand, timeout: float, receiver: CallReceiver) -> int:
         """``invoke`` without a Deferred: the response goes to ``receiver.answered(response)``, a
@@ -281,7 +281,6 @@ class RemotingProtocol(Protocol):
     def forget(self, opaque: int) -> None:
         """Drop the pending call ``opaque`` (its caller gave up): no outcome reaches it."""
         self.connection.cancel(opaque)
-        self._reschedule()
         self._notify_drained()
 
     def invoke_prepared(self, request: PreparedRequest, timeout: float | None = None) -> Deferred[RemotingCommand]:
@@ -397,22 +396,21 @@ class RemotingProtocol(Protocol):
         elif not self._closing:
             self._idle_call = self.reactor.callLater(self.idle_timeout - idle_for, self._check_idle)
 
-    def _reschedule(self) -> None:
-        """Keep the one deadline timer at the connection's next deadline."""
-        deadline = self.connection.next_deadline()
+    def _arm(self, deadline: float) -> None:
+        """Make the deadline timer run no later than ``deadline``.
+
+        The one timer is re-aimed lazily: an answered or forgotten call leaves it where it is,
+        even when no call is left (it then fires once, finds nothing due and stays off), so a
+        sync caller's send arms no timer and cancels none (a callLater and a cancel per call,
+        and the reactor's heap of cancelled calls, were a few us of each send)."""
         timer = self._deadline_call
-        if deadline is None:
-            if timer is not None and timer.active():
-                timer.cancel()
-            self._deadline_call = None
-            return
-        delay = max(0.0, deadline - self.reactor.seconds())
-        if timer is not None and timer.active():
-            if timer.getTime() <= deadline:
-                return  # fires first anyway; _on_deadline reschedules
-            timer.reset(delay)
-        else:
+        delay = deadline - self.reactor.seconds()
+        if delay < 0.0:
+            delay = 0.0
+        if timer is None:
             self._deadline_call = self.reactor.callLater(delay, self._on_deadline)
+        elif timer.getTime() > deadline:
+            timer.reset(delay)
 
     def _on_deadline(self) -> None:
         self._deadline_call = None
@@ -421,7 +419,9 @@ class RemotingProtocol(Protocol):
                 f"request {code_name(call.code)} opaque {call.opaque} to {self.peer} timed out "
                 f"after {call.timeout:g} s"
             ))
-        self._reschedule()
+        deadline = self.connection.next_deadline()
+        if deadline is not None:
+            self._arm(deadline)
         self._notify_drained()
 
     def _complete(self, call: PendingCall, response: RemotingCommand) -> None:

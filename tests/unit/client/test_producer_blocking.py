@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from rmqwire.codec.message import decode_properties
 from rmqwire.errors import (
     MessageIllegalError,
     MQClientError,
+    RemotingTimeoutError,
     RemotingTooManyRequestsError,
 )
 from rmqwire.remoting import RemotingServer
@@ -126,6 +128,29 @@ def test_sync_send_settles_its_waiter_directly_and_a_timed_out_caller_cancels_it
         monkeypatch.undo()
         assert p.send(Message("T", b"after")).status is SendStatus.SEND_OK
     assert [s.body for s in cluster.broker.sends] == [b"first", b"warm", b"held", b"after"]
+
+
+def test_a_sync_send_to_a_broker_that_never_answers_times_out_at_its_deadline(
+        cluster: LoopbackCluster) -> None:
+    # the connection's deadline timer is left where answered calls put it (no cancel per call):
+    # it fires early for the held call, re-arms at that call's deadline and fails it there, so
+    # the send fails with the core's timeout, well before the blocking caller's own wait ends
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr, send_msg_timeout=300,
+                  retry_times_when_send_failed=0) as p:
+        for body in (b"first", b"warm", b"warm"):
+            assert p.send(Message("T", body)).status is SendStatus.SEND_OK
+        channel = blocking.call(p.core.instance.open_broker_channel, cluster.broker.addr,
+                                timeout=WAIT)
+        cluster.broker.hold = True
+        began = time.monotonic()
+        with pytest.raises(MQClientError, match=r"Send \[1\] times") as caught:
+            p.send(Message("T", b"held"), timeout=1.0)  # the caller waits 1 s + WAIT_SLACK
+        cause = caught.value.__cause__  # the core's timer failed the call (Java's error shape)
+        assert isinstance(cause, RemotingTimeoutError) and "timed out after 1 s" in str(cause)
+        assert time.monotonic() - began >= 1.0 - 0.01  # not before its deadline
+        assert blocking.call(lambda: channel.pending_count, timeout=WAIT) == 0
+        cluster.broker.hold = False
+        assert p.send(Message("T", b"after")).status is SendStatus.SEND_OK
 
 
 def test_send_async_future_and_callback(cluster: LoopbackCluster) -> None:

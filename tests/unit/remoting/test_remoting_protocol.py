@@ -106,7 +106,18 @@ def test_invoke_writes_request_and_fires_with_response() -> None:
     resp = _sync.successResultOf(d)
     assert (resp.opaque, resp.body, resp.is_response) == (0, b"route", True)
     assert h.proto.pending_count == 0
-    # only the idle timer is left; the call's timeout timer was cancelled
+    # the deadline timer is left armed (no cancel per call); at its time it fails nothing and
+    # ends, leaving only the idle timer
+    assert_deadline_timer_ends_quietly(h, at=3.0)
+
+
+def assert_deadline_timer_ends_quietly(h: Harness, at: float) -> None:
+    """The deadline timer left after the last call ended runs at ``at`` (no later than that call's
+    deadline), fails nothing and is not re-armed."""
+    (timer,) = deadline_timers(h.clock)
+    assert timer.getTime() == at
+    h.clock.advance(at - h.clock.seconds())
+    assert deadline_timers(h.clock) == [] and h.proto.pending_count == 0 and h.proto.is_open
     assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_check_idle"]
 
 
@@ -167,7 +178,7 @@ def test_cancel_forgets_the_call() -> None:
     d.cancel()
     _sync.failureResultOf(d, CancelledError)
     assert h.proto.pending_count == 0 and h.proto.connection.pending == {}
-    assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_check_idle"]
+    assert_deadline_timer_ends_quietly(h, at=3.0)
 
 
 class Receiver:
@@ -200,7 +211,8 @@ def test_invoke_direct_hands_the_response_to_the_receiver() -> None:
     h.feed(req1.response_to(0, remark="one"))
     assert [r.remark for r in r1.outcomes + r2.outcomes] == ["one", "two"]
     assert h.proto.pending_count == 0 and r1.request is None  # no hooks: the request not kept
-    assert [c.func.__name__ for c in h.clock.getDelayedCalls()] == ["_check_idle"]
+    assert_deadline_timer_ends_quietly(h, at=3.0)
+    assert [len(r.outcomes) for r in (r1, r2)] == [1, 1]  # no timeout after the answer
 
 
 def test_invoke_direct_timeout_loss_and_forget() -> None:
@@ -616,13 +628,60 @@ def test_timeouts_fire_in_deadline_order() -> None:
     assert h.proto.pending_count == 0 and h.clock.getDelayedCalls() == []
 
 
-def test_cancelling_every_call_stops_the_timer() -> None:
+def test_cancelling_every_call_leaves_a_timer_that_ends_itself() -> None:
     h = Harness(idle_timeout=None)
     calls = [h.proto.invoke(ROUTE, t) for t in (1.0, 2.0)]
     for d in calls:
         d.cancel()
         _sync.failureResultOf(d, CancelledError)
+    # left at the first deadline (no cancel, no heap work per call); it fires once, finds
+    # nothing and is not re-armed
+    assert [t.getTime() for t in deadline_timers(h.clock)] == [1.0]
+    h.clock.advance(1.0)
     assert h.clock.getDelayedCalls() == []
+
+
+def test_sync_calls_one_after_another_arm_no_timer_per_call() -> None:
+    """A sync caller's calls (each answered before the next) create no timer after the first and
+    cancel none; a call still times out at its own deadline, also after the timer ran early."""
+    h = Harness(idle_timeout=None)
+    for i in range(5):
+        d = h.proto.invoke(ROUTE, 3.0)
+        (req,) = h.sent()
+        h.clock.advance(0.5)
+        h.feed(req.response_to(0))
+        _sync.successResultOf(d)
+    (timer,) = deadline_timers(h.clock)
+    assert timer.getTime() == 3.0  # the first call's deadline: not moved, not replaced
+    h.clock.advance(0.25)  # now 2.75
+    d = h.proto.invoke(ROUTE, 3.0)  # due at 5.75
+    assert deadline_timers(h.clock) == [timer]
+    h.clock.advance(0.25)  # the timer runs early at 3.0 and re-arms for the pending call
+    _sync.assertNoResult(d)
+    (timer,) = deadline_timers(h.clock)
+    assert timer.getTime() == 5.75
+    h.clock.advance(2.749)
+    _sync.assertNoResult(d)
+    h.clock.advance(0.001)
+    _sync.failureResultOf(d, RemotingTimeoutError)
+    assert h.clock.getDelayedCalls() == [] and h.proto.pending_count == 0
+
+
+def test_a_timeout_handler_that_sends_again_is_timed_and_so_are_the_others() -> None:
+    """A timeout handler that sends a shorter call arms the timer inside _on_deadline; the calls
+    still pending are timed after it (the timer re-armed once more when it fires)."""
+    h = Harness(idle_timeout=None)
+    later = h.proto.invoke(ROUTE, 10.0)
+    retried: list[Deferred[Any]] = []
+    first = h.proto.invoke(ROUTE, 1.0)
+    first.addErrback(lambda f: f.trap(RemotingTimeoutError) and retried.append(h.proto.invoke(ROUTE, 0.5)))
+    h.clock.advance(1.0)
+    (retry,) = retried
+    assert [t.getTime() for t in deadline_timers(h.clock)] == [1.5]
+    h.clock.advance(0.5)
+    _sync.failureResultOf(retry, RemotingTimeoutError)
+    _sync.assertNoResult(later)
+    assert [t.getTime() for t in deadline_timers(h.clock)] == [10.0]
 
 
 def test_max_inflight_fails_the_extra_call_at_once() -> None:
