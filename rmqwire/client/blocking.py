@@ -62,6 +62,7 @@ from twisted.python import threadable
 from twisted.python.failure import Failure
 
 from rmqwire.errors import RemotingTimeoutError, RmqwireError
+from rmqwire.remoting.flushing import hold_flushes, release_flushes
 
 __all__ = [
     "CANCEL_GRACE",
@@ -633,6 +634,15 @@ class _Inbox:
         self.reactor.callFromThread(self._drain)
 
     def _drain(self) -> None:
+        # the queued calls' writes go out when the drain ends (one send(2) per connection), not
+        # after the reactor pass through a zero-delay call each
+        held = hold_flushes()
+        try:
+            self._drain_items()
+        finally:
+            release_flushes(held)
+
+    def _drain_items(self) -> None:
         pending = self._pending
         while True:
             with self._lock:

@@ -12,9 +12,42 @@ it.
 
 from __future__ import annotations
 
+from contextvars import ContextVar, Token
 from typing import Any
 
 from twisted.internet import tcp
+
+
+class _Held:
+    """The client connections written to while writes are held; ``conns`` is None once released
+    (a coroutine started meanwhile keeps a copy of the context, and must not add to it later)."""
+
+    __slots__ = ("conns",)
+
+    def __init__(self) -> None:
+        self.conns: list[FlushingClient] | None = []
+
+
+_held: ContextVar[_Held | None] = ContextVar("rmqwire_flushes_held", default=None)
+
+
+def hold_flushes() -> Token[_Held | None]:
+    """From here until ``release_flushes``, a client connection's first write is flushed by the
+    release instead of by a zero-delay call: for a known batch of work in one reactor pass (the
+    blocking facade's queued sends), which then writes without a timed call per pass (a
+    DelayedCall, a heap push and pop: a few us of a sync send). Reactor thread only."""
+    return _held.set(_Held())
+
+
+def release_flushes(token: Token[_Held | None]) -> None:
+    """Flush what was written since ``hold_flushes`` (its token); must run in the same context."""
+    held = _held.get()
+    _held.reset(token)
+    if held is None:
+        return
+    conns, held.conns = held.conns, None
+    for conn in conns or ():
+        conn._flush_now()
 
 
 class FlushingWrites:
@@ -68,7 +101,11 @@ class FlushingClient(FlushingWrites, tcp.Client):
     bufferSize = 128 * 1024
 
     def _flush_later(self) -> None:
-        self.reactor.callLater(0, self._flush_now)
+        held = _held.get()
+        if held is not None and held.conns is not None:
+            held.conns.append(self)
+        else:
+            self.reactor.callLater(0, self._flush_now)
 
     def _flush_now(self) -> None:
         try:

@@ -9,16 +9,17 @@ its own is left in the reactor.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from twisted.internet import defer, task
+from twisted.internet import defer, task, threads
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ServerFactory
 
-from rmqwire.client.blocking import call
+from rmqwire.client.blocking import Waiter, call, submit
 from rmqwire.codec import RemotingCommand, RequestCode, SerializeType
 from rmqwire.errors import ConnectionLostError, RemotingConnectError
 from rmqwire.remoting import (
@@ -28,6 +29,7 @@ from rmqwire.remoting import (
     RemotingServer,
     RequestContext,
 )
+from rmqwire.remoting.flushing import hold_flushes, release_flushes
 
 BIG = bytes(range(256)) * 4096  # 1 MiB: many TCP segments in both directions
 SCENARIO_TIMEOUT = 60.0  # a bound, not a pace: the shared 2-core machine is noisy
@@ -137,6 +139,65 @@ def test_client_requests_written_after_the_pass_keep_their_order() -> None:
         assert client_side.transport._pending  # nothing sent inside the pass
         results = await defer.gatherResults(calls)
         assert [r.body for r in results] == bodies
+
+    run_loopback(scenario)
+
+
+def _flush_calls(reactor: Any) -> list[Any]:
+    return [c for c in reactor.getDelayedCalls()
+            if c.active() and getattr(c.func, "__name__", "") == "_flush_now"]
+
+
+def test_held_flushes_are_sent_on_release_and_a_later_copy_of_the_context_flushes_as_usual() -> None:
+    """While flushes are held a client connection's writes make no zero-delay call; the release
+    sends them, in order. A context copied during the hold (what a coroutine started then keeps)
+    writes as usual after the release: its writes must not join the released hold."""
+
+    async def scenario(lb: Loopback) -> None:
+        await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
+        (client_side,) = lb.client.channels.values()
+        bodies = [b"one", BIG, None, b"four"]
+        flushes_before = len(_flush_calls(lb.reactor))
+        held = hold_flushes()
+        try:
+            calls = [lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, body), 10.0)
+                     for body in bodies]
+            assert client_side.transport._pending  # nothing sent yet
+            assert len(_flush_calls(lb.reactor)) == flushes_before
+            started_meanwhile = contextvars.copy_context()
+        finally:
+            release_flushes(held)
+        assert not client_side.transport._pending  # sent, or queued to Twisted's buffer
+        assert [r.body for r in await defer.gatherResults(calls)] == bodies
+        late = started_meanwhile.run(
+            lb.client.invoke, lb.addr, RemotingCommand.request(105, {"topic": "T"}, b"late"), 5.0)
+        assert (await late).body == b"late"  # a write lost in the released hold would time out
+
+    run_loopback(scenario)
+
+
+def test_calls_queued_by_other_threads_are_sent_when_the_drain_ends() -> None:
+    """The blocking facade's drain holds flushes: a call queued by another thread writes without
+    a zero-delay call, and its request is sent when the drain ends."""
+    seen: list[tuple[bool, int]] = []
+
+    async def scenario(lb: Loopback) -> None:
+        await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
+        (client_side,) = lb.client.channels.values()
+
+        def in_the_drain() -> Deferred[RemotingCommand]:
+            before = len(_flush_calls(lb.reactor))
+            d = client_side.invoke(RemotingCommand.request(105, {"topic": "T"}, b"queued"), 10.0)
+            seen.append((bool(client_side.transport._pending), len(_flush_calls(lb.reactor)) - before))
+            return d
+
+        def caller() -> RemotingCommand:
+            waiter = Waiter("queued call")
+            submit(in_the_drain, sink=waiter)
+            return waiter.wait(10.0)  # type: ignore[no-any-return]
+
+        resp = await threads.deferToThread(caller)
+        assert resp.body == b"queued" and seen == [(True, 0)]
 
     run_loopback(scenario)
 
