@@ -57,6 +57,7 @@ from typing import Any
 import crochet
 from twisted.internet import defer
 from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.interfaces import IReactorFDSet
 from twisted.logger import Logger, LogLevel
 from twisted.python import threadable
 from twisted.python.failure import Failure
@@ -603,6 +604,45 @@ class SinkFuture(LightFuture):
             self.set_exception(failure.value)
 
 
+class _Bell:
+    """The inbox's own wake-up of the reactor thread (Linux): an eventfd the reactor reads, whose
+    ``doRead`` drains the inbox. ``callFromThread`` per burst is Twisted's waker pipe plus its
+    thread-call queue: a few Python calls more on both sides of every blocking sync send. Its fd is
+    closed with the last reference, so a put that took the bell just before it was rung off
+    never writes to a closed (or reused) fd number."""
+
+    log = Logger(namespace="rmqwire.client.blocking")
+
+    def __init__(self, inbox: _Inbox, reactor: Any) -> None:
+        self.inbox = inbox
+        self.reactor = reactor
+        self.fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def logPrefix(self) -> str:  # noqa: N802 - Twisted's interface
+        return "rmqwire.client.blocking.inbox"
+
+    def doRead(self) -> None:  # noqa: N802 - Twisted's interface
+        try:
+            os.eventfd_read(self.fd)
+        except BlockingIOError:  # a spurious wake-up
+            pass
+        try:
+            self.inbox._drain()
+        except Exception:  # an escaping error would make the reactor drop us: nothing drains then
+            self.log.failure("draining the blocking calls failed")
+
+    def connectionLost(self, reason: Failure) -> None:  # noqa: N802 - Twisted's interface
+        # the reactor dropped us (removeReader is not that): back to callFromThread
+        self.inbox._ring_off(self)
+
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
+        # only now: a put that took the bell before it was rung off may still write to it
+        _close(self.fd)
+
+
 class _Inbox:
     """Calls queued by other threads, drained by the reactor thread in one wake-up per burst."""
 
@@ -611,6 +651,7 @@ class _Inbox:
         self._items: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Any]] = []
         self._scheduled = False
         self._pending: set[Any] = set()  # sinks whose Deferred has not fired (reactor thread)
+        self._bell: _Bell | None = None  # set once the reactor reads it; else callFromThread
         self.stopped = False
         self.reactor: Any = None
 
@@ -620,7 +661,35 @@ class _Inbox:
             if self.reactor is reactor:
                 return
             self.reactor, self.stopped = reactor, False
-        reactor.callFromThread(reactor.addSystemEventTrigger, "before", "shutdown", self._stop)
+        reactor.callFromThread(self._attached, reactor)
+
+    def _attached(self, reactor: Any) -> None:
+        reactor.addSystemEventTrigger("before", "shutdown", self._stop)
+        self._ring_on(reactor)
+
+    def _ring_on(self, reactor: Any) -> None:
+        """Wake the reactor through a bell from now on, where it can read one (reactor thread)."""
+        if not hasattr(os, "eventfd") or not IReactorFDSet.providedBy(reactor):
+            return
+        bell = _Bell(self, reactor)
+        reactor.addReader(bell)
+        with self._lock:
+            if self.reactor is reactor and not self.stopped and self._bell is None:
+                self._bell = bell
+                return
+        reactor.removeReader(bell)
+
+    def _ring_off(self, bell: _Bell) -> None:
+        """Stop using ``bell`` (reactor thread); it is closed once no put holds it."""
+        bell.reactor.removeReader(bell)
+        with self._lock:
+            if self._bell is bell:
+                self._bell = None
+            # a put may have rung it since it was last read (or still rings it): drained the
+            # other way
+            scheduled = self._scheduled and not self.stopped
+        if scheduled:
+            bell.reactor.callFromThread(self._drain)
 
     def put(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
             sink: Any) -> None:
@@ -631,7 +700,11 @@ class _Inbox:
             if self._scheduled:
                 return
             self._scheduled = True
-        self.reactor.callFromThread(self._drain)
+            bell = self._bell
+        if bell is not None:
+            os.eventfd_write(bell.fd, 1)  # outside the lock: the woken reactor takes it at once
+        else:
+            self.reactor.callFromThread(self._drain)
 
     def _drain(self) -> None:
         # the queued calls' writes go out when the drain ends (one send(2) per connection), not
@@ -679,6 +752,9 @@ class _Inbox:
             sink.ok(result)
 
     def _stop(self) -> None:
+        bell = self._bell
+        if bell is not None:
+            self._ring_off(bell)
         with self._lock:
             self.stopped = True
             items, self._items = self._items, []

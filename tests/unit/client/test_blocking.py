@@ -25,8 +25,10 @@ import pytest
 from held_reactor import held_reactor
 from twisted.internet import defer, task
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.logger import LogLevel, globalLogPublisher
 from twisted.python import threadable
+from twisted.python.failure import Failure
 
 from rmqwire.client import blocking as facade
 from rmqwire.client.blocking import (
@@ -476,6 +478,62 @@ def test_submit_from_many_threads(reactor: Any) -> None:
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(one_thread, range(8)))
     assert results == [[(n, i) for i in range(50)] for n in range(8)]
+
+
+def test_calls_queued_by_threads_wake_the_reactor_through_the_inbox_bell(
+        reactor: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Linux: the inbox's own eventfd, read by the reactor, drains it; no callFromThread per burst
+    drains: list[Any] = []
+    real = reactor.callFromThread
+
+    def counting(f: Any, *args: Any, **kwargs: Any) -> None:
+        if getattr(f, "__func__", None) is facade._Inbox._drain:
+            drains.append(f)
+        real(f, *args, **kwargs)
+
+    call(lambda: None, timeout=WAIT)  # attached: the bell is on
+    assert facade._inbox._bell is not None
+    monkeypatch.setattr(reactor, "callFromThread", counting)
+
+    def one_thread(n: int) -> list[int]:
+        waiters = []
+        for i in range(20):
+            w = Waiter("t")
+            submit(lambda n=n, i=i: n * 100 + i, sink=w)
+            waiters.append(w)
+        return [w.wait(WAIT) for w in waiters]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one_thread, range(4))) == [[n * 100 + i for i in range(20)] for n in range(4)]
+    assert drains == []
+
+
+def test_a_bell_rung_off_while_rung_still_gets_its_calls_drained(reactor: Any) -> None:
+    # a put that rang the bell after the reactor's last read, then the bell goes (the reactor
+    # dropped it): what was queued is drained through callFromThread; later puts use that too
+    # until a bell is on again
+    call(lambda: None, timeout=WAIT)
+    waiter = Waiter("rung")
+    later = Waiter("later")
+
+    def ring_and_drop() -> None:
+        bell = facade._inbox._bell
+        assert bell is not None
+        facade._inbox.put(lambda: "drained", (), {}, waiter)  # rings: read only after we return
+        bell.connectionLost(Failure(ConnectionDone()))
+        assert facade._inbox._bell is None
+
+    try:
+        call(ring_and_drop, timeout=WAIT)
+        assert waiter.wait(WAIT) == "drained"
+        submit(lambda: "later", sink=later)
+        assert later.wait(WAIT) == "later"
+    finally:
+        call(facade._inbox._ring_on, reactor, timeout=WAIT)
+    assert facade._inbox._bell is not None
+    w = Waiter("again")
+    submit(lambda: "again", sink=w)
+    assert w.wait(WAIT) == "again"
 
 
 # ---- LightFuture and Window: the cheap per-call objects of send_async ---------------------------
