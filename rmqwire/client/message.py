@@ -31,6 +31,11 @@ RESERVED_PROPERTY_NAMES: frozenset[str] = frozenset({
     "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
 })
 
+_TAGS = PropertyKey.TAGS
+_KEYS = PropertyKey.KEYS
+_DELAY = PropertyKey.DELAY_TIME_LEVEL
+_WAIT = PropertyKey.WAIT_STORE_MSG_OK
+
 #: Java ``MixAll.REPLY_MESSAGE_FLAG``: MSG_TYPE of reply messages.
 REPLY_MESSAGE_FLAG = "reply"
 #: Java ``MixAll.REPLY_TOPIC_POSTFIX``: reply messages go to ``<cluster>_REPLY_TOPIC``.
@@ -70,25 +75,33 @@ class Message(_codec.Message):
         wait_store_msg_ok: bool = True,
         delay_time_sec: int | None = None,
     ) -> None:
-        if isinstance(body, str):
-            body = body.encode("utf-8")
-        elif isinstance(body, (bytearray, memoryview)):
-            body = bytes(body)
-        super().__init__(topic=topic, body=body, flag=flag, properties={})
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+            elif isinstance(body, (bytearray, memoryview)):
+                body = bytes(body)
+        # the fields set directly (not through the dataclass __init__ and the property setters):
+        # every send builds a Message, a batch one per message
+        props: dict[str, str] = {}
         if tags:
-            self.properties[PropertyKey.TAGS] = tags
+            props[_TAGS] = tags
         if keys:
-            self.keys = keys if isinstance(keys, str) else PropertyKey.KEY_SEPARATOR.join(keys)
+            props[_KEYS] = keys if isinstance(keys, str) else PropertyKey.KEY_SEPARATOR.join(keys)
         if delay_level:
-            self.delay_time_level = delay_level
-        self.properties[PropertyKey.WAIT_STORE_MSG_OK] = "true" if wait_store_msg_ok else "false"
-        for name, value in (properties or {}).items():
-            check_user_property(name, value)
-            self.properties[name] = value
+            props[_DELAY] = str(int(delay_level))
+        props[_WAIT] = "true" if wait_store_msg_ok else "false"
+        if properties:
+            for name, value in properties.items():
+                check_user_property(name, value)
+                props[name] = value
         if deliver_time_ms is not None:
-            self.deliver_time_ms = deliver_time_ms
+            props[PropertyKey.TIMER_DELIVER_MS] = str(int(deliver_time_ms))
         if delay_time_sec is not None:
-            self.properties[PropertyKey.TIMER_DELAY_SEC] = str(int(delay_time_sec))
+            props[PropertyKey.TIMER_DELAY_SEC] = str(int(delay_time_sec))
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        self.properties = props
 
     @classmethod
     def of(cls, msg: _codec.Message) -> Message:

@@ -120,6 +120,11 @@ _STATUS_OF = {
 }
 
 _TRAN_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
+_UNIQ = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_WAIT = PropertyKey.WAIT_STORE_MSG_OK
+_DELAY = PropertyKey.DELAY_TIME_LEVEL
+#: Java MessageConst.PROPERTY_INNER_MULTI_DISPATCH, which check_message_body looks at
+_LMQ = "INNER_MULTI_DISPATCH"
 
 
 class CommunicationMode(enum.Enum):
@@ -702,26 +707,35 @@ class Producer:
             )
 
     def _batch(self, messages: Sequence[CodecMessage]) -> _Batch:
-        """Java ``DefaultMQProducer.batch`` + ``MessageBatch.generateFromList``."""
+        """Java ``DefaultMQProducer.batch`` + ``MessageBatch.generateFromList``.
+
+        The per-message checks are written out in the loops (a batch send's cost is mostly per
+        message); anything out of the common case goes to the validator that raises Java's error."""
         msgs = list(messages)
         if not msgs:
             raise MQClientError("Failed to initiate the MessageBatch: the batch is empty")
         first = msgs[0]
+        if not isinstance(first, CodecMessage):
+            raise MQClientError(f"Failed to initiate the MessageBatch: {type(first).__name__} is not a Message")
         topic = first.topic
-        wait = first.wait_store_msg_ok
+        wait_raw = first.properties.get(_WAIT)
+        wait = wait_raw is None or wait_raw.lower() == "true"
+        retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         for m in msgs:
             if not isinstance(m, CodecMessage):
                 raise MQClientError(f"Failed to initiate the MessageBatch: {type(m).__name__} is not a Message")
-            if m.delay_time_level > 0:
+            props = m.properties
+            if _DELAY in props and m.delay_time_level > 0:
                 raise MQClientError("Failed to initiate the MessageBatch: TimeDelayLevel is not "
                                     "supported for batching")
-            if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                raise MQClientError("Failed to initiate the MessageBatch: Retry Group is not "
-                                    "supported for batching")
-            if m.topic != topic:
+            if retry or m.topic != topic:
+                if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    raise MQClientError("Failed to initiate the MessageBatch: Retry Group is not "
+                                        "supported for batching")
                 raise MQClientError("Failed to initiate the MessageBatch: The topic of the "
                                     "messages in one batch should be the same")
-            if m.wait_store_msg_ok != wait:
+            w = props.get(_WAIT)
+            if w is not wait_raw and w != wait_raw and (w is None or w.lower() == "true") != wait:
                 raise MQClientError("Failed to initiate the MessageBatch: The waitStoreMsgOK of "
                                     "the messages in one batch should the same")
         # Java checks every message (topic first) and then tags it; every topic equals the first
@@ -731,14 +745,18 @@ class Producer:
         check_not_allowed_send_topic(topic)
         ids = self._instance().unique_ids
         namespaced = with_namespace(self._namespace, topic) if self._namespace else None
-        uniq = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        uniq = _UNIQ
         # Java tags each message right after checking it, then the batch: the ids are made in one
         # step afterwards, in that order (a message listed twice is tagged once, as in Java)
         untagged: list[dict[str, str]] = []
         try:
             for m in msgs:
-                check_message_body(m, max_size)
+                body = m.body
                 props = m.properties
+                # check_message_body's common case: a non-empty bytes body within the limit, no LMQ
+                if (type(body) is not bytes or not body or len(body) > max_size
+                        or _LMQ in props):
+                    check_message_body(m, max_size)
                 if uniq not in props:
                     props[uniq] = ""  # a place in the map's order; the id comes below
                     untagged.append(props)

@@ -228,6 +228,22 @@ def test_properties_joined_writer_equals_pair_by_pair(props):
 
 
 @LIGHT
+@given(st.lists(st.builds(Message, topic=st.just("T"), body=st.binary(max_size=8), flag=int32,
+                          properties=st.one_of(properties, odd_properties)), max_size=4))
+def test_batch_encoder_equals_schema_for_any_properties(msgs):
+    # encode_batch writes encode_properties' joined form inline: for any map (separators, empty
+    # keys, None and non-str values) the same bytes as the Construct schema, or the same error
+    try:
+        expected = schema_encode_batch(msgs)
+    except CodecError as e:
+        with pytest.raises(CodecError) as info:
+            encode_batch(msgs)
+        assert str(info.value) == str(e)
+    else:
+        assert encode_batch(msgs) == expected
+
+
+@LIGHT
 @given(properties)
 def test_properties_round_trip(props):
     s = encode_properties(props)
