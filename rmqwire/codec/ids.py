@@ -144,9 +144,11 @@ class UniqueIdGenerator:
         self._lock = threading.Lock()
         self._counter = counter_start
         self._start, self._next_start = _month_bounds_ms(clock())
+        #: (ms, the id's head for that ms: prefix + time part), replaced as one tuple
+        self._head_at: tuple[int, str] = (-1, "")
 
-    def next_id(self) -> str:
-        now = self._clock()
+    def _head(self, now: int) -> str:
+        """The id up to its counter for a clock reading of ``now``."""
         with self._lock:
             if now >= self._next_start:
                 self._start, self._next_start = _month_bounds_ms(now)
@@ -154,24 +156,31 @@ class UniqueIdGenerator:
             signed = diff - 0x100000000 if diff & 0x80000000 else diff
             if -1_000_000 < signed < 0:
                 diff = 0  # a clock stepped back (NTP) by less than 1000 s: Java clamps to 0
-            counter = self._counter & 0xFFFF
-            self._counter += 1
-        return f"{self._prefix}{diff:08X}{counter:04X}"
+            head = f"{self._prefix}{diff:08X}"
+            # the head depends on `now` and the month start, which only this method moves
+            self._head_at = (now, head)
+        return head
+
+    def next_id(self) -> str:
+        now = self._clock()
+        at, head = self._head_at
+        if at != now:
+            head = self._head(now)
+        with self._lock:
+            counter = self._counter
+            self._counter = counter + 1
+        return f"{head}{counter & 0xFFFF:04X}"
 
     def next_ids(self, n: int) -> list[str]:
         """``n`` ids in one step (one clock read, one lock): what ``n`` calls of ``next_id`` in
         the same millisecond, with no other caller between them, return."""
         now = self._clock()
+        at, head = self._head_at
+        if at != now:
+            head = self._head(now)
         with self._lock:
-            if now >= self._next_start:
-                self._start, self._next_start = _month_bounds_ms(now)
-            diff = (now - self._start) & 0xFFFFFFFF
-            signed = diff - 0x100000000 if diff & 0x80000000 else diff
-            if -1_000_000 < signed < 0:
-                diff = 0
             first = self._counter
             self._counter += n
-        head = f"{self._prefix}{diff:08X}"
         return [f"{head}{c & 0xFFFF:04X}" for c in range(first, first + n)]
 
     __call__ = next_id

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from rmqwire.codec.ids import (
     OffsetMessageId,
     UniqueIdGenerator,
+    _month_bounds_ms,
     build_client_id,
     create_offset_msg_id,
     instance_name_for_pid,
@@ -212,3 +213,44 @@ def test_next_ids_equal_next_id_calls_in_one_millisecond(t0, step, counter, n):
     clock[0] = t0 + step
     assert a.next_ids(n) == [b.next_id() for _ in range(n)]
     assert a.next_id() == b.next_id()  # the counter moved on by n in both
+
+
+class _UncachedIds:
+    """The id layout computed afresh on every call (the generator before it kept a head per ms)."""
+
+    def __init__(self, prefix: str, now: int, counter: int) -> None:
+        self.prefix = prefix
+        self.counter = counter
+        self.start, self.next_start = _month_bounds_ms(now)
+
+    def next_id(self, now: int) -> str:
+        if now >= self.next_start:
+            self.start, self.next_start = _month_bounds_ms(now)
+        diff = (now - self.start) & 0xFFFFFFFF
+        signed = diff - 0x100000000 if diff & 0x80000000 else diff
+        if -1_000_000 < signed < 0:
+            diff = 0
+        counter = self.counter & 0xFFFF
+        self.counter += 1
+        return f"{self.prefix}{diff:08X}{counter:04X}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(_local_ms(2024, 1, 31, 23, 59, 0), _local_ms(2024, 2, 1, 0, 1, 0)),
+    st.lists(st.tuples(st.sampled_from([0, 0, 1, -1, 7, -2_000, 40_000, -1_100_000]),
+                       st.integers(1, 3)), max_size=30),
+    st.integers(0, 0x1FFFF),
+)
+def test_ids_with_the_per_ms_head_equal_ids_computed_afresh(t0, steps, counter):
+    # the head kept for the last millisecond is what a fresh computation gives, across repeated
+    # readings, steps back (clamped or not) and a month boundary crossed both ways
+    clock = [t0]
+    gen = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: clock[0], counter_start=counter)
+    ref = _UncachedIds(gen._prefix, t0, counter)
+    for step, n in steps:
+        clock[0] += step
+        if n == 1:
+            assert gen.next_id() == ref.next_id(clock[0])
+        else:
+            assert gen.next_ids(n) == [ref.next_id(clock[0]) for _ in range(n)]
