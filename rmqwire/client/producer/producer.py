@@ -77,7 +77,7 @@ from rmqwire.codec.commands.send import (
     SendRequestTemplate,
 )
 from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
-from rmqwire.codec.frame import PreparedRequest, RemotingCommand
+from rmqwire.codec.frame import PreparedRequest, RemotingCommand, json_quote
 from rmqwire.codec.message import (
     CompressionType,
     MessageExt,
@@ -293,6 +293,8 @@ class Producer:
         self._async_tokens = _Semaphore(self.config.max_inflight_async)
         self._oneway_tokens = _Semaphore(self.config.max_inflight_oneway)
         self._send_templates: dict[tuple[Any, str, str, bool], SendRequestTemplate] = {}
+        #: properties text without the UNIQ_KEY -> its quoted form, no closing quote (_with_new_id)
+        self._quoted_heads: dict[str, str] = {}
         self._namespace = self.client_config.namespace
         self.metrics = metrics_for(self.client_config.metrics)
 
@@ -918,15 +920,11 @@ class Producer:
         topic = msg.topic
         if not (config.send_smart_msg or batch) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return None
+        try:
+            properties, quoted, sys_flag, body = self._prepare_send(msg, batch, instance)
+        except ValueError:
+            return None  # a map encode_properties refuses: the typed path raises it
         props = msg.properties
-        if not batch and PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-            props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = instance.unique_ids.next_id()
-        if self._namespace:
-            props[PropertyKey.INSTANCE_ID] = self._namespace
-        sys_flag, body = self._send_body(msg, batch)
-        tran = props.get(PropertyKey.TRANSACTION_PREPARED)
-        if tran is not None and tran.lower() == "true":
-            sys_flag |= _TRAN_PREPARED
         command: Any = (SendReplyMessageV2 if props.get(PropertyKey.MESSAGE_TYPE) == REPLY_MESSAGE_FLAG
                         else SendBatchMessage if batch else SendMessageV2)
         broker = mq.broker_name
@@ -934,13 +932,53 @@ class Producer:
         if template is None:
             template = self._send_template(command, topic, broker, oneway, instance)
         try:
-            prepared = template.request(mq.queue_id, sys_flag, now, msg.flag, encode_properties(props), body)
+            prepared = template.request(mq.queue_id, sys_flag, now, msg.flag, properties, body, quoted)
         except ValueError:
             return None
         if attempt is not None:
             attempt.command = command
             attempt.body = body
         return prepared
+
+    def _prepare_send(
+        self, msg: CodecMessage, batch: bool, instance: ClientInstance
+    ) -> tuple[str, bytes | None, int, bytes]:
+        """What every request of a send carries whatever its header: the message's UNIQ_KEY (and
+        the namespace's INSTANCE_ID) set on the first attempt, the properties string (and its
+        quoted form when the id was made here), the sysFlag (compression, transaction) and the
+        body as sent. CodecError (a ValueError) for a map encode_properties refuses."""
+        props = msg.properties
+        quoted = None
+        if batch or _UNIQ in props or self._namespace:
+            if not batch and _UNIQ not in props:
+                props[_UNIQ] = instance.unique_ids.next_id()
+            if self._namespace:
+                props[PropertyKey.INSTANCE_ID] = self._namespace
+            properties = encode_properties(props)
+        else:
+            properties, quoted = self._with_new_id(props, instance.unique_ids.next_id())
+        sys_flag, body = self._send_body(msg, batch)
+        tran = props.get(PropertyKey.TRANSACTION_PREPARED)
+        if tran is not None and tran.lower() == "true":
+            sys_flag |= _TRAN_PREPARED
+        return properties, quoted, sys_flag, body
+
+    def _with_new_id(self, props: dict[str, str], uid: str) -> tuple[str, bytes]:
+        """A message's properties string and its quoted form (as the template writes it) once
+        ``uid`` is its UNIQ_KEY, set here as the map's last key. The text before the id is the
+        same for most sends of an application (tags, keys, WAIT): quoted once per distinct text;
+        JSON quotes character by character, so the quoted whole is the quoted parts joined."""
+        try:
+            base = encode_properties(props)
+        finally:
+            props[_UNIQ] = uid  # on the message even when its map cannot be written, as before
+        head = self._quoted_heads.get(base)
+        if head is None:
+            if len(self._quoted_heads) >= 256:  # an application with ever new texts: start over
+                self._quoted_heads.clear()
+            head = self._quoted_heads[base] = json_quote(base)[:-1]
+        return (f"{base}{_UNIQ}\x01{uid}\x02",
+                f'{head}{_UNIQ}\\u0001{uid}\\u0002"'.encode())
 
     def _send_template(self, command: Any, topic: str, broker: str, oneway: bool,
                        instance: ClientInstance) -> SendRequestTemplate:
@@ -976,18 +1014,10 @@ class Producer:
     ) -> tuple[Any, Any, bytes]:
         """Java ``sendKernelImpl``'s request: (command, header, body) of one attempt; sets the
         message's UNIQ_KEY (and the namespace's INSTANCE_ID) on the first attempt."""
-        props = msg.properties
         batch = isinstance(msg, _Batch)
-        if not batch and PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-            props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = instance.unique_ids.next_id()
-        if self._namespace:
-            props[PropertyKey.INSTANCE_ID] = self._namespace
+        properties, _, sys_flag, body = self._prepare_send(msg, batch, instance)
+        props = msg.properties
         config = self.config
-        sys_flag, body = self._send_body(msg, batch)
-        tran = props.get(PropertyKey.TRANSACTION_PREPARED)
-        if tran is not None and tran.lower() == "true":
-            sys_flag |= _TRAN_PREPARED
-        properties = encode_properties(props)
         reconsume_times = 0
         max_reconsume_times = None
         if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):

@@ -231,16 +231,19 @@ class SendRequestTemplate:
         self._template = template
 
     def request(self, queue_id: int, sys_flag: int, born_timestamp: int, flag: int,
-                properties: str, body: bytes | None) -> PreparedRequest:
+                properties: str, body: bytes | None, quoted: bytes | None = None) -> PreparedRequest:
         """The send's request; ValueError (TypeError) for a value the typed header would refuse
-        (out of its Java type's range, or not an int or str)."""
+        (out of its Java type's range, or not an int or str). ``quoted``: ``properties`` as the
+        frame writes it (``json_quote(properties).encode()``), when the caller has it."""
         lo, hi = _INT32
         if not (type(queue_id) is int and lo <= queue_id <= hi and type(sys_flag) is int
                 and lo <= sys_flag <= hi and type(flag) is int and lo <= flag <= hi
                 and type(born_timestamp) is int and -(2**63) <= born_timestamp < 2**63):
             raise ValueError("send template: queue id, sysFlag and flag must be int32s, the born "
                              "timestamp an int64")
-        values = (queue_id, sys_flag, born_timestamp, flag, json_quote(properties).encode())
+        if quoted is None:
+            quoted = json_quote(properties).encode()
+        values = (queue_id, sys_flag, born_timestamp, flag, quoted)
         return PreparedRequest(self.command.code, self._template, values,
                                functools.partial(self.typed, queue_id, sys_flag, born_timestamp,
                                                  flag, properties, body), body)
