@@ -13,7 +13,7 @@ import functools
 import json
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import construct as cs
@@ -693,14 +693,22 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
+        """The commands of the frames ``data`` completes."""
+        return self.feed_peeking(data, None)
+
+    def feed_peeking(self, data: bytes, peek: Callable[[bytearray, int, int], Any] | None) -> list[Any]:
+        """``feed``, each whole frame's payload (``buf[start:end]``: what follows the length
+        prefix) offered to ``peek(buf, start, end)`` first: what it returns, unless None, stands
+        for that frame in the list (undecoded; ``buf`` is valid during the call only)."""
         if self._failed is not None:
             raise self._failed
         buf = self._buf
         buf += data
-        out: list[RemotingCommand] = []
+        out: list[Any] = []
         pos = 0
+        size = len(buf)
         try:
-            while len(buf) - pos >= 4:
+            while size - pos >= 4:
                 (length,) = _I32.unpack_from(buf, pos)
                 if length < 4:
                     raise HeaderLengthError(f"frame length {length} is smaller than the header word")
@@ -709,10 +717,17 @@ class FrameDecoder:
                         f"frame of {length + 4} bytes exceeds the maximum frame length "
                         f"{self.max_frame_length}"
                     )
-                if len(buf) - pos - 4 < length:
+                end = pos + 4 + length
+                if end > size:
                     break
-                out.append(decode_frame_payload(memoryview(buf)[pos + 4 : pos + 4 + length]))
-                pos += 4 + length
+                if peek is not None:
+                    item = peek(buf, pos + 4, end)
+                    if item is not None:
+                        out.append(item)
+                        pos = end
+                        continue
+                out.append(decode_frame_payload(memoryview(buf)[pos + 4 : end]))
+                pos = end
         except CodecError as e:
             e.frames = out
             self._failed = e

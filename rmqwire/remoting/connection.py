@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import heapq
+import re
+import struct
 from typing import Any
 
 from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
@@ -26,6 +28,7 @@ from rmqwire.codec.frame import (
     RemotingCommand,
     encode_frame,
 )
+from rmqwire.codec.header_scan import FLAG, OPAQUE, scan_json_header, scanned_command
 from rmqwire.errors import (
     CodecError,
     LocalProtocolError,
@@ -33,6 +36,7 @@ from rmqwire.errors import (
     RemotingTooManyRequestsError,
 )
 
+_HEADER_WORD = struct.Struct(">i")
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 
@@ -53,6 +57,8 @@ class PendingCall:
     deadline: float | None
     timeout: float | None = None
     token: Any = None
+    #: the response may come as a ``ScannedResponseReceived`` (a header the fast scan accepts)
+    scanned: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,6 +76,18 @@ class ResponseReceived:
     call: PendingCall
 
 
+@dataclasses.dataclass(slots=True, eq=False)
+class ScannedResponseReceived:
+    """A JSON response that ``scan_json_header`` accepted matched a call sent with
+    ``scanned=True``, which is no longer pending: no RemotingCommand was built
+    (``header_scan.scanned_command`` builds it). Not frozen: one per response, and a frozen
+    dataclass costs three times as much to make."""
+
+    scan: re.Match[str]
+    body: bytes | None
+    call: PendingCall
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class UnmatchedResponse:
     """A response whose opaque is not pending (late after a timeout, or bogus): log and drop."""
@@ -84,7 +102,7 @@ class ProtocolFailed:
     error: RemoteProtocolError
 
 
-Event = RequestReceived | ResponseReceived | UnmatchedResponse | ProtocolFailed
+Event = RequestReceived | ResponseReceived | ScannedResponseReceived | UnmatchedResponse | ProtocolFailed
 
 
 class RemotingConnection:
@@ -119,6 +137,7 @@ class RemotingConnection:
         self.state = ConnectionState.OPEN
         self.error: RemoteProtocolError | None = None
         self._closed = False  # close() was called (state stays FAILED after a framing error)
+        self._scanning = False  # a call was sent with scanned=True: responses are scanned first
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -185,7 +204,7 @@ class RemotingConnection:
         return encode_frame(cmd.with_opaque(opaque), self.serialize_type)
 
     def _send(self, code: int, two_way: Any, frame: Any, request: Any, deadline: float | None,
-              timeout: float | None, token: Any) -> tuple[int, bytes]:
+              timeout: float | None, token: Any, scanned: bool = False) -> tuple[int, bytes]:
         """A request's opaque, its frame (``frame(request, opaque)``) and, two-way, its pending call:
         the one path of ``send_request`` and ``send_prepared`` (checks and the usual opaque inline,
         as it runs once per request on every connection)."""
@@ -204,7 +223,7 @@ class RemotingConnection:
             self._next_opaque = opaque + 1
         data = frame(request, opaque)
         if two_way:
-            call = PendingCall(opaque, code, deadline, timeout, token)
+            call = PendingCall(opaque, code, deadline, timeout, token, scanned)
             pending[opaque] = call
             if deadline is not None:
                 self._seq += 1
@@ -220,10 +239,15 @@ class RemotingConnection:
         *,
         timeout: float | None = None,
         token: Any = None,
+        scanned: bool = False,
     ) -> tuple[int, bytes]:
         """``send_request`` for a two-way request framed but for its opaque (JSON headers only:
-        the caller checks ``serialize_type``)."""
-        return self._send(request.code, True, PreparedRequest.frame, request, deadline, timeout, token)
+        the caller checks ``serialize_type``). ``scanned``: a response whose JSON header
+        ``scan_json_header`` accepts comes as a ``ScannedResponseReceived``, undecoded."""
+        if scanned:
+            self._scanning = True
+        return self._send(request.code, True, PreparedRequest.frame, request, deadline, timeout, token,
+                          scanned)
 
     def send_prepared_oneway(self, request: PreparedRequest) -> bytes:
         """The frame of a oneway request framed but for its opaque (its template carries the
@@ -267,7 +291,7 @@ class RemotingConnection:
         if self.state is not ConnectionState.OPEN:
             return []
         try:
-            commands = self._decoder.feed(data)
+            commands = self._decoder.feed_peeking(data, self._peek if self._scanning else None)
         except CodecError as e:
             events = self._events(e.frames)
             self.error = RemoteProtocolError(f"bad frame from peer: {e}")
@@ -277,10 +301,34 @@ class RemotingConnection:
             return events
         return self._events(commands)
 
-    def _events(self, commands: list[RemotingCommand]) -> list[Event]:
+    def _peek(self, buf: bytearray, start: int, end: int) -> ScannedResponseReceived | None:
+        """A frame's payload before any decode: the response to a ``scanned`` call whose JSON
+        header the scan accepts, else None (the frame is decoded as any other)."""
+        (word,) = _HEADER_WORD.unpack_from(buf, start)
+        start += 4
+        # JSON (serialize type byte 0): the header word is the header length
+        if word >> 24 or word > end - start:
+            return None
+        scan = scan_json_header(buf[start : start + word].decode("latin-1"))
+        if scan is None or not int(scan[FLAG]) & FLAG_RESPONSE:
+            return None
+        opaque = int(scan[OPAQUE])
+        call = self._pending.get(opaque)
+        if call is None or not call.scanned:
+            return None
+        start += word  # the call is taken in _events, in frame order
+        return ScannedResponseReceived(scan, bytes(buf[start:end]) if end > start else None, call)
+
+    def _events(self, commands: list[Any]) -> list[Event]:
         events: list[Event] = []
         pending = self._pending
         for cmd in commands:
+            if type(cmd) is ScannedResponseReceived:
+                if pending.pop(cmd.call.opaque, None) is cmd.call:
+                    events.append(cmd)
+                else:  # an earlier frame of this read answered the call
+                    events.append(UnmatchedResponse(scanned_command(cmd.scan, cmd.body)))
+                continue
             if not cmd.flag & FLAG_RESPONSE:  # not is_response
                 events.append(RequestReceived(cmd))
                 continue

@@ -11,6 +11,7 @@ drive time with ``Clock``. Spec: shared/spec/wire-format.md sections 1.2, 3, 4 a
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Iterable
 
@@ -37,6 +38,7 @@ from rmqwire.remoting.connection import (
     RemotingConnection,
     RequestReceived,
     ResponseReceived,
+    ScannedResponseReceived,
     UnmatchedResponse,
 )
 from rmqwire.remoting.dispatcher import (
@@ -72,6 +74,13 @@ class CallReceiver(typing.Protocol):
     def answered(self, response: RemotingCommand) -> None: ...
 
     def failed(self, error: Exception) -> None: ...
+
+
+class ScanReceiver(CallReceiver, typing.Protocol):
+    """A ``CallReceiver`` that also takes a response as the fast scan of its JSON header
+    (``rmqwire.codec.header_scan``) and its body, before anything else is decoded."""
+
+    def answered_scan(self, scan: re.Match[str], body: bytes | None) -> None: ...
 
 
 class RemotingProtocol(Protocol):
@@ -135,7 +144,9 @@ class RemotingProtocol(Protocol):
             return  # after a framing error or close() the rest of the stream is meaningless
         self._last_activity = self.reactor.seconds()  # _touch
         for event in self.connection.receive_data(data):
-            if isinstance(event, RequestReceived):
+            if type(event) is ScannedResponseReceived:  # first: one per response of a send
+                self._complete_scanned(event)
+            elif isinstance(event, RequestReceived):
                 self._dispatch(event.command)
             elif isinstance(event, ResponseReceived):
                 self._complete(event.call, event.command)
@@ -261,10 +272,13 @@ class RemotingProtocol(Protocol):
         self._last_activity = self.reactor.seconds()  # _write
         self.transport.write(data)
 
-    def invoke_direct_prepared(self, request: PreparedRequest, timeout: float, receiver: CallReceiver) -> int:
+    def invoke_direct_prepared(self, request: PreparedRequest, timeout: float, receiver: CallReceiver,
+                               scanned: bool = False) -> int:
         """``invoke_direct`` for a request framed but for its opaque: written as it is when the
         connection sends JSON headers and has no RPC hooks (as ``invoke_prepared``), else as its
-        command."""
+        command. ``scanned`` (a ``ScanReceiver``): then a response whose JSON header the fast scan
+        accepts goes to ``receiver.answered_scan`` undecoded (with hooks, never: after_response
+        reads the command)."""
         conn = self.connection
         if self.config.rpc_hooks or conn.serialize_type is not SerializeType.JSON:
             return self.invoke_direct(request.command(), timeout, receiver)
@@ -274,7 +288,8 @@ class RemotingProtocol(Protocol):
             raise self._not_open_error(request)
         now = self.reactor.seconds()
         deadline = now + timeout
-        opaque, data = conn.send_prepared(request, deadline, timeout=timeout, token=receiver)
+        opaque, data = conn.send_prepared(request, deadline, timeout=timeout, token=receiver,
+                                          scanned=scanned)
         self._call_written(data, now, deadline)
         return opaque
 
@@ -440,6 +455,18 @@ class RemotingProtocol(Protocol):
                 self.log.failure("response handler for {code} failed", code=call.code)
         else:
             token[0].callback(response)
+        if self._drain_waiters:
+            self._notify_drained()
+
+    def _complete_scanned(self, event: ScannedResponseReceived) -> None:
+        """``_complete`` of a scanned response (its call has a ScanReceiver and no hooks)."""
+        call = event.call
+        token = call.token
+        call.token = None
+        try:
+            token.answered_scan(event.scan, event.body)
+        except Exception:
+            self.log.failure("response handler for {code} failed", code=call.code)
         if self._drain_waiters:
             self._notify_drained()
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -78,6 +79,7 @@ from rmqwire.codec.commands.send import (
 )
 from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
 from rmqwire.codec.frame import PreparedRequest, RemotingCommand, json_quote
+from rmqwire.codec.header_scan import CODE, scanned_command, scanned_ext_fields
 from rmqwire.codec.message import (
     CompressionType,
     MessageExt,
@@ -643,7 +645,7 @@ class Producer:
         try:
             seconds = (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000
             if prepared is not None:
-                attempt.opaque = channel.invoke_direct_prepared(prepared, seconds, attempt)
+                attempt.opaque = channel.invoke_direct_prepared(prepared, seconds, attempt, True)
             else:
                 attempt.opaque = channel.invoke_direct(request, seconds, attempt)
         except Exception:
@@ -1055,13 +1057,16 @@ class Producer:
     def send_result_of(self, response: RemotingCommand, msg: CodecMessage, broker_name: str) -> SendResult | None:
         """``process_send_response`` of ``parse_response`` straight from the response's fields in
         the common case (a send status code, integers as plain digits in range; other keys, which
-        the typed header keeps in ``extra``, are not read): no typed header or Response per send. None for anything else, which
-        the typed path then reads (and fails on) as the schema of record."""
-        status = _STATUS_OF.get(response.code)
-        if status is None:
-            return None
-        ext = response.ext_fields
-        if ext is None:
+        the typed header keeps in ``extra``, are not read): no typed header or Response per send.
+        None for anything else, which the typed path then reads (and fails on) as the schema of
+        record."""
+        return self.send_result_from(response.code, response.ext_fields, msg, broker_name)
+
+    def send_result_from(self, code: int, ext: dict[str, str] | None, msg: CodecMessage,
+                         broker_name: str) -> SendResult | None:
+        """``send_result_of`` from a response's code and extFields alone."""
+        status = _STATUS_OF.get(code)
+        if status is None or ext is None:
             return None
         get = ext.get
         queue_id = get("queueId")
@@ -1302,6 +1307,25 @@ class _FirstAttempt:
 
     # ---- the channel's receiver ----------------------------------------------------------------
 
+    def answered_scan(self, scan: re.Match[str], body: bytes | None) -> None:
+        """The response as the channel's fast scan of its header: a send status read from the
+        code and extFields alone, anything else decoded and read as ``answered`` reads it."""
+        self.channel = None
+        try:
+            fast = self.p.send_result_from(int(scan[CODE]), scanned_ext_fields(scan), self.msg,
+                                           self.mq.broker_name)
+        except Exception:
+            fast = None
+        if fast is None:
+            try:
+                response = scanned_command(scan, body)
+            except Exception:
+                self.fall_back(Failure())  # as a frame the channel could not decode
+                return
+            self.answered(response)
+            return
+        self._fast(fast)
+
     def answered(self, response: RemotingCommand) -> None:
         self.channel = None
         p = self.p
@@ -1310,11 +1334,7 @@ class _FirstAttempt:
         except Exception:
             fast = None  # the typed path below judges it
         if fast is not None:
-            if (fast.status is not SendStatus.SEND_OK and self.mode is CommunicationMode.SYNC
-                    and p.config.retry_another_broker_when_not_store_ok):
-                self._resume(lambda: self._loop()._sent(fast))
-                return
-            self.settle(fast)
+            self._fast(fast)
             return
         if self.mode is CommunicationMode.SYNC:
             try:
@@ -1339,6 +1359,13 @@ class _FirstAttempt:
             self.settle(Failure())  # as Java, a response that cannot be read is not retried
             return
         self.settle(result)
+
+    def _fast(self, fast: SendResult) -> None:
+        if (fast.status is not SendStatus.SEND_OK and self.mode is CommunicationMode.SYNC
+                and self.p.config.retry_another_broker_when_not_store_ok):
+            self._resume(lambda: self._loop()._sent(fast))
+            return
+        self.settle(fast)
 
     def failed(self, error: Exception) -> None:
         self.channel = None

@@ -590,9 +590,9 @@ def test_warm_sends_are_framed_from_the_topics_template_as_the_typed_request(opt
     seen: list[Any] = []
     invoke = channel.invoke_direct_prepared
 
-    def spy(request: Any, timeout: float, receiver: Any) -> int:
+    def spy(request: Any, timeout: float, receiver: Any, *scanned: bool) -> int:
         seen.append((request, receiver))
-        return invoke(request, timeout, receiver)
+        return invoke(request, timeout, receiver, *scanned)
 
     channel.invoke_direct_prepared = spy
     msgs = [Message("T", b"plain"), Message("T", b"tagged", tags="A", keys=["k"], properties={"q": '"\\%'}),

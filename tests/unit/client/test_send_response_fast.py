@@ -10,14 +10,17 @@ from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twisted.python.failure import Failure
 
 from rmqwire.client.message import SendResult, SendStatus
-from rmqwire.client.producer.producer import Producer, _Batch
+from rmqwire.client.producer.producer import CommunicationMode, Producer, _Batch, _FirstAttempt
 from rmqwire.codec import encode_frame
-from rmqwire.codec.codes import FLAG_RESPONSE, ResponseCode, SerializeType
+from rmqwire.codec.codes import FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from rmqwire.codec.commands.send import SendBatchMessage, SendMessageV2, SendReplyMessageV2
-from rmqwire.codec.frame import RemotingCommand, decode_frame
+from rmqwire.codec.frame import RemotingCommand, decode_frame, decode_json_header, encode_json_header
+from rmqwire.codec.header_scan import scan_json_header
 from rmqwire.codec.message import Message, PropertyKey
+from rmqwire.model import MessageQueue
 
 KEYS = ["msgId", "queueId", "queueOffset", "transactionId", "batchUniqId", "recallHandle",
         PropertyKey.MSG_REGION, PropertyKey.TRACE_SWITCH, "other", "queueid"]
@@ -38,7 +41,9 @@ codes = st.sampled_from([ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCod
 
 
 def _producer(namespace: str | None) -> SimpleNamespace:
-    return SimpleNamespace(_namespace=namespace)
+    p = SimpleNamespace(_namespace=namespace)
+    p.send_result_from = lambda *args: Producer.send_result_from(p, *args)
+    return p
 
 
 def _message(batch: bool, uniq: str | None, namespace: str | None) -> Message:
@@ -114,3 +119,93 @@ def test_a_flush_status_without_fields_takes_the_fast_path_and_a_missing_field_d
                                                         ext_fields={"queueId": "1", "queueOffset": "2"})))
     fast, typed = _both(missing, SendMessageV2, msg, "ns")
     assert fast is None and isinstance(typed, Exception)
+
+
+# ---- the first attempt's scanned response (_FirstAttempt.answered_scan) ---------------------------
+
+
+class _Attempt(_FirstAttempt):
+    """A first attempt whose outcomes are recorded instead of settling a send."""
+
+    __slots__ = ("outcomes",)
+
+    def settle(self, outcome):
+        self.outcomes.append(("settle", _plain(outcome)))
+
+    def fall_back(self, failure):
+        self.outcomes.append(("fall_back", _plain(failure)))
+
+    def _resume(self, step):
+        self.outcomes.append(("resume", step()))
+
+    def _loop(self):
+        return SimpleNamespace(_sent=lambda result: ("sent", result))
+
+
+def _plain(outcome):
+    if isinstance(outcome, Failure):
+        return type(outcome.value), str(outcome.value)
+    return outcome
+
+
+def _attempt(p, msg, command, mode) -> _Attempt:
+    a = _Attempt(p, msg, mode, None, MessageQueue(msg.topic, "b0", 0), "addr", 0, 3000, 0, None, None)
+    a.command = command
+    a.outcomes = []
+    return a
+
+
+def _bend(header: bytes, how: str) -> bytes:
+    if how == "escape":  # still JSON, no longer plain: the scan declines
+        return header.replace(b'"queueId"', b'"\\u0071ueueId"', 1)
+    if how == "order":
+        return header.replace(b'"flag":1,"language":"JAVA"', b'"language":"JAVA","flag":1', 1)
+    return header
+
+
+ascii_values = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=8)
+#: what a broker puts, in plain ASCII (the scan takes it), or anything as above
+scan_fields = fields | st.fixed_dictionaries(
+    {"msgId": ascii_values, "queueId": ints, "queueOffset": ints},
+    optional={k: ascii_values | odd for k in KEYS[3:]},
+)
+status_codes = st.sampled_from([ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
+                                ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE])
+
+
+@settings(max_examples=400)
+@given(code=status_codes | codes, ext=scan_fields, drop=st.sets(st.sampled_from(KEYS), max_size=2),
+       remark=st.none() | st.text(max_size=5) | st.sampled_from(["plain remark"]),
+       command=st.sampled_from([SendMessageV2, SendBatchMessage, SendReplyMessageV2]),
+       batch=st.booleans(), uniq=st.none() | st.text(max_size=4), namespace=st.none() | st.just("ns"),
+       mode=st.sampled_from([CommunicationMode.ASYNC, CommunicationMode.SYNC]), retry_another=st.booleans(),
+       body=st.none() | st.just(b"B"), bend=st.sampled_from(["none", "none", "escape", "order"]))
+def test_a_scanned_response_settles_the_attempt_as_its_decoded_command(
+        code, ext, drop, remark, command, batch, uniq, namespace, mode, retry_another, body, bend):
+    msg = _message(batch, uniq, namespace)
+    ext = {k: v for k, v in ext.items() if k not in drop}
+    header = _bend(encode_json_header(RemotingCommand(code, LanguageCode.JAVA, 479, 7, FLAG_RESPONSE, remark,
+                                                      ext or None)), bend)
+    scan = scan_json_header(header.decode("latin-1"))
+    if scan is None:
+        return  # the channel decodes it and calls answered, as before
+    p = _producer(namespace)
+    p.send_result_of = lambda *args: Producer.send_result_of(p, *args)
+    p.process_send_response = lambda *args: Producer.process_send_response(p, *args)
+    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=retry_another)
+    typed, fast = _attempt(p, msg, command, mode), _attempt(p, msg, command, mode)
+    typed.answered(decode_json_header(header, body))
+    fast.answered_scan(scan, body)
+    assert fast.outcomes == typed.outcomes and len(fast.outcomes) == 1
+
+
+def test_a_broker_success_is_read_from_the_scan() -> None:
+    header = (b'{"code":0,"extFields":{"queueId":"3","msgId":"7F00000100006B3800000000000004D1",'
+              b'"TRACE_ON":"true","MSG_REGION":"DefaultRegion","queueOffset":"41"},"flag":1,'
+              b'"language":"JAVA","opaque":2,"serializeTypeCurrentRPC":"JSON","version":479}')
+    p = _producer(None)
+    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=False)
+    a = _attempt(p, _message(False, "UNIQ", None), SendMessageV2, CommunicationMode.ASYNC)
+    a.answered_scan(scan_json_header(header.decode()), None)
+    ((how, result),) = a.outcomes
+    assert how == "settle" and result.queue_offset == 41 and result.msg_id == "UNIQ"

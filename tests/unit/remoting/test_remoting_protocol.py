@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import struct
 from typing import Any
 
 import pytest
@@ -25,6 +26,8 @@ from rmqwire.codec import (
 )
 from rmqwire.codec.acl import verify_command
 from rmqwire.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, ResponseCode
+from rmqwire.codec.frame import PreparedRequest, json_request_template
+from rmqwire.codec.header_scan import scanned_code, scanned_ext_fields, scanned_remark
 from rmqwire.errors import (
     ConnectionLostError,
     LocalProtocolError,
@@ -973,3 +976,119 @@ def test_invoke_prepared_refused_when_closed() -> None:
     prepared, _ = _prepared_pull()
     f = _sync.failureResultOf(h.proto.invoke_prepared(prepared, 3.0), ConnectionLostError)
     assert "PULL_MESSAGE" in f.getErrorMessage()
+
+
+# ---- scanned responses (invoke_direct_prepared(..., scanned=True)) -----------------------------
+
+
+class ScanReceiver(Receiver):
+    """A receiver that also takes scanned responses: recorded as (code, remark, extFields, body)."""
+
+    def answered_scan(self, scan: Any, body: bytes | None) -> None:
+        self.outcomes.append(("scan", scanned_code(scan), scanned_remark(scan), scanned_ext_fields(scan), body))
+
+
+def _prepared(cmd: RemotingCommand = ROUTE) -> PreparedRequest:
+    template, _ = json_request_template(cmd, ())
+    return PreparedRequest(cmd.code, template, (), lambda: cmd)
+
+
+def _response_frame(opaque: int, *, flag: int = FLAG_RESPONSE, remark: str | None = None,
+                    ext: dict[str, str] | None = None, body: bytes | None = None,
+                    stype: SerializeType = SerializeType.JSON) -> bytes:
+    return encode_frame(RemotingCommand(0, LanguageCode.JAVA, 479, opaque, flag, remark, ext, body), stype)
+
+
+def test_a_scanned_call_gets_its_response_undecoded_and_other_calls_their_commands() -> None:
+    h = Harness()
+    scanned, direct = ScanReceiver(), ScanReceiver()
+    assert h.proto.invoke_direct_prepared(_prepared(), 3.0, scanned, True) == 0
+    assert h.proto.invoke_direct_prepared(_prepared(), 3.0, direct) == 1  # not scanned
+    d = h.proto.invoke(ROUTE, 3.0)
+    h.proto.dataReceived(_response_frame(2, ext={"k": "v"}) + _response_frame(1, remark="r")
+                         + _response_frame(0, remark="r", ext={"queueId": "1"}, body=b"B"))
+    assert scanned.outcomes == [("scan", 0, "r", {"queueId": "1"}, b"B")]
+    (cmd,) = direct.outcomes
+    assert isinstance(cmd, RemotingCommand) and cmd.remark == "r"
+    assert _sync.successResultOf(d).ext_fields == {"k": "v"}
+    assert h.proto.pending_count == 0
+
+
+def test_a_scanned_call_gets_a_header_the_scan_declines_as_its_command() -> None:
+    h = Harness()
+    receivers = [ScanReceiver() for _ in range(3)]
+    for r in receivers:
+        h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+    h.proto.dataReceived(_response_frame(0, remark='a "quoted" remark') + _response_frame(1, ext={"k": "é"})
+                         + _response_frame(2, ext={"k": "v"}, stype=SerializeType.ROCKETMQ))
+    assert [type(r.outcomes[0]) for r in receivers] == [RemotingCommand] * 3
+    assert [r.outcomes[0].remark for r in receivers] == ['a "quoted" remark', None, None]
+
+
+def test_a_request_with_a_scanned_calls_opaque_is_a_request() -> None:
+    # the RESPONSE flag is read before the call is looked up: the peer's own request is dispatched
+    seen: list[RemotingCommand] = []
+
+    def handle(request: RemotingCommand, context: RequestContext) -> RemotingCommand:
+        seen.append(request)
+        return request.response_to(0)
+
+    dispatcher = Dispatcher()
+    dispatcher.register(ROUTE.code, handle)
+    h = Harness(dispatcher)
+    r = ScanReceiver()
+    h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+    h.tr.clear()
+    h.proto.dataReceived(encode_frame(RemotingCommand(ROUTE.code, opaque=0, ext_fields={"topic": "T"})))
+    assert [c.opaque for c in seen] == [0] and r.outcomes == [] and h.proto.pending_count == 1
+    h.proto.dataReceived(_response_frame(0))
+    assert r.outcomes == [("scan", 0, None, None, None)]
+
+
+def test_a_second_response_to_a_scanned_call_in_one_read_is_unmatched(log_events) -> None:
+    h = Harness()
+    r = ScanReceiver()
+    h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+    # a ROCKETMQ answer (decoded) first, then a JSON one (scanned): the first in frame order wins
+    h.proto.dataReceived(_response_frame(0, remark="first", stype=SerializeType.ROCKETMQ)
+                         + _response_frame(0, remark="second") + _response_frame(0, remark="third"))
+    assert [o.remark for o in r.outcomes] == ["first"]
+    assert sum("no pending request" in f for f in log_events.formats(LogLevel.warn)) == 2
+
+
+def test_a_header_longer_than_its_frame_is_a_framing_error_not_a_response() -> None:
+    # the header word claims the next frame's first bytes: the scan must not read past its frame
+    h = Harness()
+    r = ScanReceiver()
+    h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+    header = _response_frame(0)[8:]
+    short, rest = header[:-4], header[-4:]  # rest ('479}') becomes the next frame's length prefix
+    data = struct.pack(">ii", 4 + len(short), len(header)) + short + rest
+    h.proto.dataReceived(data)
+    assert [type(o) for o in r.outcomes] == []  # nothing answered; the connection is closing
+    assert h.tr.disconnecting
+    h.lose()
+    assert [type(o) for o in r.outcomes] == [ConnectionLostError]
+
+
+def test_a_rocketmq_frame_is_not_scanned_even_when_its_bytes_read_as_json() -> None:
+    # a ROCKETMQ header word is 16 MiB more than its header length: a frame that long whose bytes
+    # are a JSON response from the header on must still be read as the ROCKETMQ frame it is
+    h = Harness(max_frame_length=2**25)
+    r = ScanReceiver()
+    h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+    head, tail = b'{"code":0,"flag":1,"language":"JAVA","opaque":0,"remark":"', b'","serializeTypeCurrentRPC":"JSON","version":1}'
+    header_length = 20
+    text = head + b"a" * (2**24 + header_length - len(head) - len(tail)) + tail
+    h.proto.dataReceived(struct.pack(">ii", 4 + len(text), (1 << 24) | header_length) + text)
+    assert r.outcomes == [] and h.tr.disconnecting  # not a ROCKETMQ header either
+
+
+def test_hooks_see_the_command_of_a_scanned_call() -> None:
+    hook = RecordingHook("1")
+    h = Harness(rpc_hooks=(hook,))
+    r = ScanReceiver()
+    h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+    (sent,) = h.sent()
+    h.feed(dataclasses.replace(sent.response_to(0, remark="hooked"), language=LanguageCode.JAVA))
+    assert [type(o) for o in r.outcomes] == [RemotingCommand] and hook.responses[0][2].remark == "hooked"
