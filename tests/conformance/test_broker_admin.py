@@ -48,6 +48,7 @@ TIME = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}([,.]\d{3})?")
 COMPACT_TIME = re.compile(r"\b20\d{15}\b")
 MILLIS = re.compile(r"\b1\d{12}\b")
 FLOAT = re.compile(r"-?\d+\.\d+(E-?\d+)?")
+TIMER = re.compile(r"\b\d+-\d+\(")  # clusterList's timer progress: read lag (moves) - offset backlog
 #: consumerStatus prints Java objects (Class@hash), lambdas (0x...), pid#nanos instance names,
 #: yyyyMMddHHmmss consume timestamps; queryMsgById -d the time the listener took.
 JAVA_NOISE = re.compile(r"@[0-9a-f]{5,8}\b|0x[0-9a-f]+|\b\d+#\d+\b|\b20\d{12}\b|spentTimeMills=\d+")
@@ -75,7 +76,7 @@ def normalise(text: str) -> str:
     text = STORE_PATH_KEY.sub(r"\1<path>\2", JAVA_NOISE.sub("<java>", text))
     text = ADDR.sub("<addr>", text)
     text = MILLIS.sub("<ms>", COMPACT_TIME.sub("<t>", TIME.sub("<time>", text)))
-    text = FLOAT.sub("<f>", text)
+    text = FLOAT.sub("<f>", TIMER.sub("<n>-<n>(", text))
     text = "\n".join(" ".join(line.split()) for line in text.splitlines())
     return STATS_ALL_ROW.sub(r"\1 <n> <n>", text)
 
@@ -324,9 +325,12 @@ def test_broker_status_has_the_official_keys(read_only: dict[str, Any]) -> None:
     assert sorted(k for k in b if not k.startswith("scheduleMessageOffset_")) == \
         sorted(k for k in a if not k.startswith("scheduleMessageOffset_"))
     for key in ("brokerVersionDesc", "brokerVersion", "brokerActive", "commitLogMinOffset",
-                "putMessageFailedTimes", "timerReadBehind", "dispatchBehindBytes",
+                "putMessageFailedTimes", "dispatchBehindBytes",
                 "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity"):
         assert b[key] == a[key], key
+    # a lag in whole seconds behind the clock: 0 while a timer keeps up, more when its pass is late
+    # on a busy machine (the official broker's read 1 in a loaded CI run); unit-tested for ours
+    assert 0 <= int(a["timerReadBehind"]) <= 3 and 0 <= int(b["timerReadBehind"]) <= 3
     # the official broker is shared with other modules: its day totals include their traffic
     assert int(b["msgPutTotalTodayNow"]) == MESSAGES
     assert int(b["msgGetTotalTodayNow"]) == MESSAGES

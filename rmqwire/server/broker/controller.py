@@ -469,6 +469,7 @@ class Broker(Service):
                            ("timerEnqueueTps", "0.0"), ("timerDequeueTps", "0.0")):
             info[key] = value
         if self.timer_message_store is not None:
+            info["timerReadBehind"] = str(self.timer_message_store.read_behind())
             info["timerOffsetBehind"] = str(self.timer_message_store.offset_behind())
             info["timerCongestNum"] = str(self.timer_message_store.pending)
         info.update(self.schedule_message_service.running_stats())

@@ -262,6 +262,13 @@ class TimerMessageStore:
     def pending(self) -> int:
         return len(self._heap)
 
+    def read_behind(self) -> int:
+        """Java ``getDequeueBehind``: whole seconds from the first slot not yet delivered to now
+        (0 while the passes keep up; it grows when re-puts fall behind or the reactor lags)."""
+        if not self.read_time_ms:
+            return 0
+        return max(0, self.clock() - self.read_time_ms) // 1000
+
     def offset_behind(self) -> int:
         return max(0, self.store.get_max_offset_in_queue(TIMER_TOPIC, 0) - self.enqueue_offset)
 

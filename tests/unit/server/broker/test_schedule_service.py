@@ -243,6 +243,19 @@ def test_timer_delivers_no_earlier_than_asked_and_survives_restart(stores: Any, 
     timer.stop()
 
 
+def test_timer_read_behind_counts_whole_seconds_since_the_first_slot_not_read(stores: Any, t: FakeTime) -> None:
+    store = stores()
+    timer = TimerMessageStore(t.reactor, store, None, clock=t.ms, run_blocking=sync_run)
+    timer.load()
+    assert timer.read_behind() == 0  # nothing read yet
+    timer.start()
+    t.advance(2.5)
+    assert timer.read_behind() == 0  # the passes keep up
+    timer.stop()
+    t.advance(3.0)  # no pass runs: the slot read last is 3.x s old
+    assert timer.read_behind() == 3
+
+
 # --------------------------------------------------------------------------- send-back
 
 
