@@ -432,7 +432,7 @@ def _json_header_object(text: str) -> Any:
         except StopIteration:
             end = -1
         return obj if end == len(text) else _JSON_DECODE(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, or an int past Python's digit limit
         from rmqwire.codec import (
             fastjson,  # lenient fallback: unquoted keys, single quotes
         )

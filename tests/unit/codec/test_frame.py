@@ -223,3 +223,17 @@ def test_good_frames_before_a_bad_one_are_kept_on_the_error():
     with pytest.raises(UnknownSerializeTypeError) as info:
         FrameDecoder().feed(good + bytes.fromhex("00000006 07000002 7b7d"))
     assert info.value.frames == [ROUTE_REQ]
+
+
+@pytest.mark.parametrize("header", [
+    b'{"code":' + b"1" * 5000 + b"}",
+    b'{"code":0,"extFields":{"a":' + b"1" * 5000 + b"}}",
+    b"{code:" + b"1" * 5000 + b"}",  # the lenient path
+])
+def test_numbers_past_pythons_digit_limit_are_header_errors(header):
+    # int() refuses more than 4300 digits with a bare ValueError: the reader says what is wrong instead
+    with pytest.raises(HeaderDecodeError, match="number out of range"):
+        decode_json_header(header)
+    frame = (4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
+    with pytest.raises(CodecError):
+        decode_frame(frame)
