@@ -127,6 +127,7 @@ class WriteGate:
     def __init__(self) -> None:
         self.paused = False
         self._waiters: list[Deferred[None]] = []
+        self._written: list[Deferred[None]] = []  # oneway sends written past the paused gate
 
     def pauseProducing(self) -> None:
         self.paused = True
@@ -136,6 +137,16 @@ class WriteGate:
         waiters, self._waiters = self._waiters, []
         for w in waiters:
             w.callback(None)
+        written, self._written = self._written, []
+        for w in written:
+            w.callback(None)
+
+    def written_past(self) -> Deferred[None]:
+        """Fires when the gate opens again, for a send written while it was paused (it holds
+        its in-flight slot until then: as Java's oneway permit, held until its write is done)."""
+        d: Deferred[None] = Deferred()
+        self._written.append(d)
+        return d
 
     def stopProducing(self) -> None:
         # the connection is gone: waiters go on and their send fails on the closed channel
@@ -596,13 +607,14 @@ class ClientInstance(Service):
             return None
         return self.remoting.open_channel(addr)
 
-    def writable_broker_channel(self, addr: str) -> Any | None:
-        """``open_broker_channel(addr)`` when that connection may also take more writes now
-        (``when_writable`` would fire at once), else None."""
+    def oneway_broker_channel(self, addr: str) -> tuple[Any, WriteGate] | None:
+        """``open_broker_channel(addr)`` and its write gate when a oneway send may be written on
+        it now: no send waits for the gate (which may be paused: the send then waits for it
+        after its write, ``WriteGate.written_past``), else None."""
         entry = self._gates.get(addr)
-        if entry is None or not entry[0].is_open or entry[1].paused:
+        if entry is None or not entry[0].is_open or entry[1]._waiters:
             return None
-        return self.remoting.open_channel(addr)
+        return self.remoting.open_channel(addr), entry[1]
 
     def when_writable(self, addr: str) -> Deferred[None]:
         """Fires once the connection to ``addr`` may take more writes (at once if it may)."""

@@ -15,7 +15,9 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import Any
 
-from twisted.internet import tcp
+from twisted.internet import abstract, tcp
+
+SEND_LIMIT = abstract.FileDescriptor.SEND_LIMIT  # bytes writeSomeData sends at once
 
 
 class _Held:
@@ -55,6 +57,7 @@ class FlushingWrites:
     current reactor pass."""
 
     _pending: list[bytes] | None = None
+    _pending_bytes = 0
 
     def _flush_later(self) -> None:
         raise NotImplementedError
@@ -63,11 +66,18 @@ class FlushingWrites:
         conn: Any = self
         if self._pending is not None:
             self._pending.append(data)
+            # a long pass (a drain of many queued sends) writes as it goes, one send(2) per
+            # SEND_LIMIT (what writeSomeData takes at once): the socket takes it whole, and once
+            # it is full, Twisted's queue (then the write gate) sees it during the pass, not after
+            self._pending_bytes += len(data)
+            if self._pending_bytes >= SEND_LIMIT:
+                self.flush()
         elif (type(data) is not bytes or not data or not conn.connected or conn.disconnecting
               or conn._writeDisconnected or conn.dataBuffer or conn._tempDataLen or conn.TLS):
             super().write(data)  # type: ignore[misc]  # nothing to send, or behind what is queued
         else:
             self._pending = [data]
+            self._pending_bytes = len(data)
             self._flush_later()
 
     def flush(self) -> None:

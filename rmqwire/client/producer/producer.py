@@ -669,10 +669,11 @@ class Producer:
             addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
             if addr is not None and self.client_config.vip_channel_enabled:
                 addr = _vip_address(addr)
-            channel = instance.writable_broker_channel(addr) if addr is not None else None
+            gated = instance.oneway_broker_channel(addr) if addr is not None else None
             now = self._now_ms()
-            if channel is None or timeout_ms < now - begin:
+            if gated is None or timeout_ms < now - begin:
                 return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info, mq).start()
+            channel, gate = gated
         except Exception:
             return defer.fail()
         try:
@@ -692,8 +693,11 @@ class Producer:
             loop.brokers_sent.append(mq.broker_name)
             loop.prev = now
             return defer.maybeDeferred(loop._failed, Failure())
-        # the general path's update_fault_item after the write is a no-op without the strategy
-        return None
+        # the general path's update_fault_item after the write is a no-op without the strategy;
+        # past a full connection's gate the send (its in-flight slot) ends when the gate opens:
+        # memory stays bounded by the slots, and no general path (a Deferred chain) per send
+        # while the socket catches up
+        return gate.written_past() if gate.paused else None
 
     def _metered(self, result: Any, msg: CodecMessage, begin: int) -> Any:
         assert self.metrics is not None

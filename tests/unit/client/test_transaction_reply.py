@@ -156,7 +156,31 @@ def test_request_without_reply_times_out_and_failed_send_says_so() -> None:
     assert "send request message to <T> fail" in str(err) and err.__cause__.code == 13
 
 
-def test_oneway_waits_while_the_connection_is_paused() -> None:
+def test_oneway_past_a_paused_connection_holds_its_token_until_it_resumes() -> None:
+    w = World()
+    w.add_topic("T")
+    p = started(w)
+    d = p.send(Message("T", b"warm"))
+    w.run()
+    _t.successResultOf(d)
+    tokens = p._oneway_tokens.tokens
+    _proto, gate = p.instance._gates["127.0.0.1:10911"]
+    gate.pauseProducing()  # what the transport does when its write buffer is full
+    d = p.send_oneway(Message("T", b"o"))
+    w.run()
+    # written at once (as Java's oneway, which checks no writability), but its in-flight token
+    # is held until the connection takes writes again: memory stays bounded by the tokens
+    assert len(w.sends) == 2 and w.sends[-1].body == b"o"
+    _t.assertNoResult(d)
+    assert p._oneway_tokens.tokens == tokens - 1
+    gate.resumeProducing()
+    assert _t.successResultOf(d) is None and p._oneway_tokens.tokens == tokens
+    d = p.send_oneway(Message("T", b"open"))
+    w.run()
+    assert _t.successResultOf(d) is None and p._oneway_tokens.tokens == tokens
+
+
+def test_oneway_waits_behind_a_send_waiting_for_the_paused_connection() -> None:
     w = World()
     w.add_topic("T")
     p = started(w)
@@ -164,15 +188,18 @@ def test_oneway_waits_while_the_connection_is_paused() -> None:
     w.run()
     _t.successResultOf(d)
     _proto, gate = p.instance._gates["127.0.0.1:10911"]
-    gate.pauseProducing()  # what the transport does when its write buffer is full
+    gate.pauseProducing()
+    waiting = p.instance.when_writable("127.0.0.1:10911")  # a send of the general path, first
     d = p.send_oneway(Message("T", b"o"))
     w.run()
     _t.assertNoResult(d)
-    assert len(w.sends) == 1
+    assert len(w.sends) == 1  # not written past the one that waits: call order kept
     gate.resumeProducing()
     w.run()
+    _t.successResultOf(waiting)
     assert _t.successResultOf(d) is None and len(w.sends) == 2
     gate.pauseProducing()
+    p.instance.when_writable("127.0.0.1:10911")
     d = p.send_oneway(Message("T", b"never"))
     w.advance(3.0)  # stays full past the send timeout
     _t.failureResultOf(d, MQClientError)

@@ -132,11 +132,15 @@ def test_client_requests_written_after_the_pass_keep_their_order() -> None:
         await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
         (client_side,) = lb.client.channels.values()
         assert isinstance(client_side.transport, FlushingClient)
+        small = [lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, body), 30.0)
+                 for body in [b"a", None, BIG[:70_000], b"b"]]
+        assert client_side.transport._pending  # nothing sent inside the pass
+        assert [r.body for r in await defer.gatherResults(small)] == [b"a", None, BIG[:70_000], b"b"]
+        # a pass that writes more than SEND_LIMIT sends as it goes (at most SEND_LIMIT held)
         sizes = [0, 10, len(BIG), 3, len(BIG) // 3, 0, 70_000, 1] * 3
         bodies = [BIG[:n] or None for n in sizes]
         calls = [lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, body), 30.0)
                  for body in bodies]
-        assert client_side.transport._pending  # nothing sent inside the pass
         results = await defer.gatherResults(calls)
         assert [r.body for r in results] == bodies
 
@@ -156,7 +160,7 @@ def test_held_flushes_are_sent_on_release_and_a_later_copy_of_the_context_flushe
     async def scenario(lb: Loopback) -> None:
         await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
         (client_side,) = lb.client.channels.values()
-        bodies = [b"one", BIG, None, b"four"]
+        bodies = [b"one", BIG[:100_000], None, b"four"]  # under SEND_LIMIT: all held
         flushes_before = len(_flush_calls(lb.reactor))
         held = hold_flushes()
         try:
@@ -172,6 +176,41 @@ def test_held_flushes_are_sent_on_release_and_a_later_copy_of_the_context_flushe
         late = started_meanwhile.run(
             lb.client.invoke, lb.addr, RemotingCommand.request(105, {"topic": "T"}, b"late"), 5.0)
         assert (await late).body == b"late"  # a write lost in the released hold would time out
+
+    run_loopback(scenario)
+
+
+def test_held_writes_past_send_limit_are_sent_during_the_hold_in_order() -> None:
+    """A long held pass (a drain of many queued sends) sends each SEND_LIMIT it writes at once,
+    without a zero-delay call: at most SEND_LIMIT bytes wait for the release, so a full socket
+    shows in Twisted's queue (and the write gate) during the pass, not after it."""
+    from rmqwire.remoting.flushing import SEND_LIMIT
+
+    async def scenario(lb: Loopback) -> None:
+        await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
+        transport = next(iter(lb.client.channels.values())).transport
+        sent: list[int] = []
+        write_some = transport.writeSomeData
+
+        def counted(data: Any) -> Any:
+            sent.append(len(data))
+            return write_some(data)
+
+        transport.writeSomeData = counted
+        bodies = [bytes([i % 256]) * 20_000 for i in range(40)] + [BIG, b"last"]  # ~1.8 MB
+        flushes_before = len(_flush_calls(lb.reactor))
+        held = hold_flushes()
+        try:
+            calls = []
+            for body in bodies:
+                calls.append(lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, body), 30.0))
+                assert transport._pending_bytes < SEND_LIMIT or transport._pending is None
+            assert sent  # sent during the hold
+            assert len(_flush_calls(lb.reactor)) == flushes_before
+        finally:
+            release_flushes(held)
+        del transport.writeSomeData
+        assert [r.body for r in await defer.gatherResults(calls)] == bodies
 
     run_loopback(scenario)
 
