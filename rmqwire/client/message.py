@@ -186,6 +186,32 @@ class SendResult:
         return self.status
 
 
+def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[object, ...]:
+    return tuple(getattr(cls, name).__set__ for name in names)
+
+
+_SR_SETTERS = _slot_setters(SendResult, tuple(f.name for f in dataclasses.fields(SendResult)))
+
+
+def new_send_result(status: SendStatus, msg_id: str | None, offset_msg_id: str | None,
+                    message_queue: MessageQueue, queue_offset: int, transaction_id: str | None,
+                    region_id: str, trace_on: bool, recall_handle: str | None) -> SendResult:
+    """``SendResult(...)`` with every field given, its slots set directly: the frozen dataclass's
+    ``__init__`` sets each through ``object.__setattr__`` (half the cost of a send's result)."""
+    r = object.__new__(SendResult)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8 = _SR_SETTERS
+    s0(r, status)  # type: ignore[operator]
+    s1(r, msg_id)  # type: ignore[operator]
+    s2(r, offset_msg_id)  # type: ignore[operator]
+    s3(r, message_queue)  # type: ignore[operator]
+    s4(r, queue_offset)  # type: ignore[operator]
+    s5(r, transaction_id)  # type: ignore[operator]
+    s6(r, region_id)  # type: ignore[operator]
+    s7(r, trace_on)  # type: ignore[operator]
+    s8(r, recall_handle)  # type: ignore[operator]
+    return r
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TransactionSendResult(SendResult):
     """Java ``TransactionSendResult``: the half message's send result and the local outcome."""

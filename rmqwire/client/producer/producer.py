@@ -49,6 +49,7 @@ from rmqwire.client.message import (
     Message,
     SendResult,
     SendStatus,
+    new_send_result,
 )
 from rmqwire.client.metrics import metrics_for
 from rmqwire.client.producer.selector import (
@@ -1067,8 +1068,9 @@ class Producer:
         return self.send_result_from(response.code, response.ext_fields, msg, broker_name)
 
     def send_result_from(self, code: int, ext: dict[str, str] | None, msg: CodecMessage,
-                         broker_name: str) -> SendResult | None:
-        """``send_result_of`` from a response's code and extFields alone."""
+                         broker_name: str, sent_to: MessageQueue | None = None) -> SendResult | None:
+        """``send_result_of`` from a response's code and extFields alone; ``sent_to`` (the queue
+        the request went to) is the result's queue when it is that one (as a rule), not a copy."""
         status = _STATUS_OF.get(code)
         if status is None or ext is None:
             return None
@@ -1097,9 +1099,12 @@ class Producer:
             )
         else:
             uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        return SendResult(status, uniq, msg_id, MessageQueue(topic, broker_name, queue_id), offset,
-                          get("transactionId"), get(PropertyKey.MSG_REGION) or "DefaultRegion",
-                          get(PropertyKey.TRACE_SWITCH) != "false", get("recallHandle"))
+        mq = sent_to
+        if mq is None or mq.queue_id != queue_id or mq.topic != topic or mq.broker_name != broker_name:
+            mq = MessageQueue(topic, broker_name, queue_id)
+        return new_send_result(status, uniq, msg_id, mq, offset, get("transactionId"),
+                               get(PropertyKey.MSG_REGION) or "DefaultRegion",
+                               get(PropertyKey.TRACE_SWITCH) != "false", get("recallHandle"))
 
     def process_send_response(
         self, response: Response[Any, Any], msg: CodecMessage, broker_name: str, addr: str
@@ -1316,8 +1321,9 @@ class _FirstAttempt:
         code and extFields alone, anything else decoded and read as ``answered`` reads it."""
         self.channel = None
         try:
+            mq = self.mq
             fast = self.p.send_result_from(int(scan[CODE]), scanned_ext_fields(scan), self.msg,
-                                           self.mq.broker_name)
+                                           mq.broker_name, mq)
         except Exception:
             fast = None
         if fast is None:

@@ -4,6 +4,7 @@ any response frame: JSON or ROCKETMQ headers, any code, any fields and values.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from types import SimpleNamespace
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.python.failure import Failure
 
-from rmqwire.client.message import SendResult, SendStatus
+from rmqwire.client.message import SendResult, SendStatus, new_send_result
 from rmqwire.client.producer.producer import CommunicationMode, Producer, _Batch, _FirstAttempt
 from rmqwire.codec import encode_frame
 from rmqwire.codec.codes import FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
@@ -56,12 +57,20 @@ def _message(batch: bool, uniq: str | None, namespace: str | None) -> Message:
     return _Batch(topic, b"batch", {}, inner)
 
 
-def _both(response: RemotingCommand, command, msg: Message, namespace: str | None):
+def _both(response: RemotingCommand, command, msg: Message, namespace: str | None,
+          sent_to: MessageQueue | None = None):
     p = _producer(namespace)
     try:
         fast = Producer.send_result_of(p, response, msg, "b0")
     except Exception:  # as _FirstAttempt.answered: the typed path then judges it
         fast = None
+    try:  # as _FirstAttempt.answered_scan: with the queue the request went to
+        kept = Producer.send_result_from(p, response.code, response.ext_fields, msg, "b0", sent_to)
+    except Exception:
+        kept = None
+    assert kept == fast
+    if kept is not None and sent_to is not None:
+        assert (kept.message_queue is sent_to) is (kept.message_queue == sent_to)
     try:
         typed = Producer.process_send_response(p, command.parse_response(response), msg, "b0", "addr")
     except Exception as e:
@@ -82,19 +91,45 @@ def _json_frame(code: int, remark, ext) -> bytes:
        remark=st.none() | st.text(max_size=5), stype=st.sampled_from(SerializeType),
        command=st.sampled_from([SendMessageV2, SendBatchMessage, SendReplyMessageV2]),
        batch=st.booleans(), uniq=st.none() | st.text(max_size=4),
-       namespace=st.none() | st.sampled_from(["ns"]))
+       namespace=st.none() | st.sampled_from(["ns"]),
+       sent_to=st.none() | st.builds(MessageQueue, st.sampled_from(["T", "ns%T", "U"]),
+                                     st.sampled_from(["b0", "b1"]), st.integers(0, 3)))
 def test_fast_path_declines_or_equals_the_typed_path(code, ext, drop, json_ext, remark, stype, command, batch,
-                                                      uniq, namespace):
+                                                      uniq, namespace, sent_to):
     msg = _message(batch, uniq, namespace)
     ext = {k: v for k, v in ext.items() if k not in drop}
     frames = [encode_frame(RemotingCommand(code, opaque=7, flag=FLAG_RESPONSE, remark=remark,
                                            ext_fields=ext or None), stype),
               _json_frame(code, remark, json_ext)]
     for frame in frames:
-        fast, typed = _both(decode_frame(frame), command, msg, namespace)
+        fast, typed = _both(decode_frame(frame), command, msg, namespace, sent_to)
         if fast is not None:
             assert isinstance(typed, SendResult), (fast, typed)
             assert fast == typed
+
+
+@given(st.tuples(
+    st.sampled_from(SendStatus), st.none() | st.text(max_size=3), st.none() | st.text(max_size=3),
+    st.builds(MessageQueue, st.text(max_size=3), st.text(max_size=3), st.integers(0, 7) | st.none()),
+    st.integers(-1, 2**63) | st.none(), st.none() | st.text(max_size=3), st.text(max_size=3),
+    st.booleans(), st.none() | st.text(max_size=3)))
+def test_new_send_result_is_the_dataclass(fields):
+    made = new_send_result(*fields)
+    assert made == SendResult(*fields) and type(made) is SendResult
+    assert [getattr(made, f.name) for f in dataclasses.fields(SendResult)] == list(fields)
+
+
+def test_a_sent_queue_is_the_result_queue_when_the_broker_names_it():
+    ext = {"msgId": "M", "queueId": "3", "queueOffset": "41"}
+    msg = _message(False, "UNIQ", None)
+    p = _producer(None)
+    sent = MessageQueue("T", "b0", 3)
+    assert Producer.send_result_from(p, 0, ext, msg, "b0", sent).message_queue is sent
+    other = Producer.send_result_from(p, 0, ext, msg, "b0", MessageQueue("T", "b0", 2)).message_queue
+    assert other == MessageQueue("T", "b0", 3)
+    ns = _producer("ns")
+    kept = Producer.send_result_from(ns, 0, ext, _message(False, "U", "ns"), "b0", MessageQueue("ns%T", "b0", 3))
+    assert kept.message_queue == MessageQueue("T", "b0", 3)  # the caller's topic, not the wire's
 
 
 def test_a_broker_success_takes_the_fast_path():
