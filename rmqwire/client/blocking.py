@@ -37,7 +37,10 @@ Spark executor). This module is where the first turns into the second:
   waits on it) and ``Window`` (a bound on calls handed off, released by their sinks) keep the
   per-call cost of ``send_async`` low.
 
-Twisted objects are touched only in the reactor thread: the wrapped functions run there.
+Twisted objects are touched only in the reactor thread (the wrapped functions run there), or in
+a caller's thread holding the reactor lock: on Twisted's epoll reactor the reactor thread holds
+``_ReactorLock`` but while it waits for I/O, and ``submit_to(..., here=True)`` (a blocking sync
+send) takes it, if free, to frame and write its request itself instead of waking the reactor.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -366,10 +369,19 @@ class Waiter:
         self.what = what
 
     def _signal(self) -> None:
-        _inbox._pending.discard(self)  # a submit_to call settles the waiter itself
+        inbox = _inbox
+        pending = inbox._pending
+        pending.discard(self)  # a submit_to call settles the waiter itself
         wake = self._wake
         if wake is not None:
-            wake.wake()
+            direct = inbox._direct
+            if (direct is not None and direct.owner == _thread.get_ident() and direct.open
+                    and not pending and not inbox._scheduled):
+                # the only call: its caller will write its next one itself (run_here), once
+                # the holder of the reactor lock lets it go
+                direct.wakes.append(wake)
+            else:
+                wake.wake()
         else:
             self._lock.release()
 
@@ -643,6 +655,87 @@ class _Bell:
         _close(self.fd)
 
 
+class _Unlocked:
+    """The reactor's epoll object, whose ``poll`` (the reactor thread's wait for I/O) runs with
+    the reactor lock released (``_ReactorLock``); the callers it settled are woken then."""
+
+    __slots__ = ("_poller", "_direct", "_ident", "register", "modify", "unregister")
+
+    def __init__(self, poller: Any, direct: _ReactorLock) -> None:
+        self._poller = poller
+        self._direct = direct
+        self._ident = _thread.get_ident()  # made in the reactor thread
+        self.register = poller.register
+        self.modify = poller.modify
+        self.unregister = poller.unregister
+
+    def poll(self, timeout: float = -1, maxevents: int = -1) -> list[tuple[int, int]]:
+        direct = self._direct
+        direct.release()
+        try:
+            return self._poller.poll(timeout, maxevents)  # type: ignore[no-any-return]
+        finally:
+            direct.lock.acquire()
+            direct.owner = self._ident
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._poller, name)
+
+
+class _ReactorLock:
+    """A lock the reactor thread holds at all times but while it waits for I/O in epoll.
+
+    Another thread that takes it may run reactor code as if it were the reactor thread: the
+    reactor cannot run any until the lock is released, and what the kernel learns meanwhile (a
+    socket written, a reader or writer added) it sees when it polls next. What it cannot see is a
+    timer set sooner than the one its wait was computed for: whoever sets one wakes it
+    (``_Inbox.run_here``). A blocking sync send so frames and writes its request in the caller's
+    thread: no wake-up of the reactor and no thread switch before the request is on the wire.
+
+    A caller whose Waiter the holder settles while no other call is under way is woken when the
+    lock is released (``wakes``): woken at once, on a shared core, it would run before the
+    reactor's pass ends, find the lock taken and queue its next send for the reactor after all.
+    With other calls under way (many threads) it is woken at once: its next send queues while
+    the reactor still runs, and the reactor's next pass writes it with the others' in one go.
+    Only Twisted's epoll reactor is fitted with it (its ``_poller``); elsewhere calls queue."""
+
+    __slots__ = ("reactor", "lock", "open", "owner", "wakes")
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+        self.lock = _thread.allocate_lock()
+        self.open = False  # runs by other threads allowed (from install to shutdown)
+        self.owner = 0  # the holder's thread ident (0: not known to be held)
+        self.wakes: list[_ThreadWake] = []  # to wake once the lock is released
+
+    def release(self) -> None:
+        """Release the lock, then wake the callers settled meanwhile."""
+        self.owner = 0
+        wakes = self.wakes
+        if wakes:
+            self.wakes = []
+        self.lock.release()
+        for wake in wakes:
+            wake.wake()
+
+    @classmethod
+    def install(cls, reactor: Any) -> _ReactorLock | None:
+        """Fit ``reactor`` with the lock; in the reactor thread, which holds it from then on."""
+        try:
+            from twisted.internet.epollreactor import EPollReactor
+        except ImportError:  # not Linux
+            return None
+        poller = getattr(reactor, "_poller", None)
+        if not isinstance(reactor, EPollReactor) or poller is None or isinstance(poller, _Unlocked):
+            return None
+        self = cls(reactor)
+        self.lock.acquire()
+        self.owner = _thread.get_ident()
+        reactor._poller = _Unlocked(poller, self)
+        self.open = True
+        return self
+
+
 class _Inbox:
     """Calls queued by other threads, drained by the reactor thread in one wake-up per burst."""
 
@@ -652,6 +745,7 @@ class _Inbox:
         self._scheduled = False
         self._pending: set[Any] = set()  # sinks whose Deferred has not fired (reactor thread)
         self._bell: _Bell | None = None  # set once the reactor reads it; else callFromThread
+        self._direct: _ReactorLock | None = None  # set once the reactor holds it
         self.stopped = False
         self.reactor: Any = None
 
@@ -666,6 +760,8 @@ class _Inbox:
     def _attached(self, reactor: Any) -> None:
         reactor.addSystemEventTrigger("before", "shutdown", self._stop)
         self._ring_on(reactor)
+        if self._direct is None:
+            self._direct = _ReactorLock.install(reactor)
 
     def _ring_on(self, reactor: Any) -> None:
         """Wake the reactor through a bell from now on, where it can read one (reactor thread)."""
@@ -706,43 +802,83 @@ class _Inbox:
         else:
             self.reactor.callFromThread(self._drain)
 
+    def run_here(self, fn: Callable[[Any, Any], Any], arg: Any, sink: Any) -> None:
+        """``put`` of a submit_to call, run in the calling thread instead when the reactor is
+        waiting for I/O (``_ReactorLock`` free) and no other call is queued or under way; else
+        queued. A queued call goes first (a thread's calls keep their order); while others are
+        under way (many threads sending) the reactor writes what they queued meanwhile in one
+        pass and one send(2), which the callers writing one by one would not."""
+        direct = self._direct
+        if direct is None or not direct.lock.acquire(False):  # the reactor is busy: no waiting
+            self.put(fn, arg, None, sink)  # type: ignore[arg-type]
+            return
+        direct.owner = _thread.get_ident()
+        try:
+            # shutting down, calls queued first, or others under way
+            queued = not direct.open or self._scheduled or bool(self._pending)
+            if not queued:
+                reactor = direct.reactor
+                heap = reactor._pendingTimedCalls
+                head = heap[0] if heap else None
+                when = head.time if head is not None else 0.0
+                held = hold_flushes()  # written when the call returns, as a drain's
+                try:
+                    self._drain_items(((fn, arg, None, sink),))
+                finally:
+                    release_flushes(held)
+                # the reactor's wait ends at the soonest timer it knew: one set sooner here (a
+                # first call's deadline, a retry's delay) must wake it
+                if reactor._newTimedCalls or (heap and (heap[0] is not head or heap[0].time < when)):
+                    self._wake(reactor)
+        finally:
+            direct.release()
+        if queued:
+            self.put(fn, arg, None, sink)  # type: ignore[arg-type]
+
+    def _wake(self, reactor: Any) -> None:
+        bell = self._bell
+        if bell is not None:
+            os.eventfd_write(bell.fd, 1)
+        else:
+            reactor.wakeUp()
+
     def _drain(self) -> None:
         # the queued calls' writes go out when the drain ends (one send(2) per connection), not
         # after the reactor pass through a zero-delay call each
         held = hold_flushes()
         try:
-            self._drain_items()
+            while True:
+                with self._lock:
+                    items = self._items
+                    if not items:
+                        self._scheduled = False
+                        return
+                    self._items = []
+                self._drain_items(items)
         finally:
             release_flushes(held)
 
-    def _drain_items(self) -> None:
+    def _drain_items(self, items: Iterable[tuple[Callable[..., Any], Any, Any, Any]]) -> None:
         pending = self._pending
-        while True:
-            with self._lock:
-                items = self._items
-                if not items:
-                    self._scheduled = False
-                    return
-                self._items = []
-            for fn, args, kwargs, sink in items:
-                try:
-                    if kwargs is None:  # submit_to: fn(sink, arg) settles the sink or returns
-                        pending.add(sink)  # failed at shutdown if still pending then
-                        d = fn(sink, args)
-                        if d is None:
-                            continue
-                    else:
-                        d = fn(*args, **kwargs)
-                except Exception:
-                    pending.discard(sink)
-                    sink.fail(Failure())
-                    continue
-                if not isinstance(d, Deferred):
-                    sink.ok(d)
-                    continue
-                pending.add(sink)
-                sink.deferred = d
-                d.addBoth(self._settle, sink)
+        for fn, args, kwargs, sink in items:
+            try:
+                if kwargs is None:  # submit_to: fn(sink, arg) settles the sink or returns
+                    pending.add(sink)  # failed at shutdown if still pending then
+                    d = fn(sink, args)
+                    if d is None:
+                        continue
+                else:
+                    d = fn(*args, **kwargs)
+            except Exception:
+                pending.discard(sink)
+                sink.fail(Failure())
+                continue
+            if not isinstance(d, Deferred):
+                sink.ok(d)
+                continue
+            pending.add(sink)
+            sink.deferred = d
+            d.addBoth(self._settle, sink)
 
     def _settle(self, result: Any, sink: Any) -> None:
         self._pending.discard(sink)
@@ -752,6 +888,12 @@ class _Inbox:
             sink.ok(result)
 
     def _stop(self) -> None:
+        direct = self._direct
+        if direct is not None:
+            direct.open = False  # held here: no direct run starts after this, and wakes go at once
+            wakes, direct.wakes = direct.wakes, []
+            for wake in wakes:
+                wake.wake()
         bell = self._bell
         if bell is not None:
             self._ring_off(bell)
@@ -768,15 +910,22 @@ class _Inbox:
 _inbox = _Inbox()
 
 
-def submit_to(fn: Callable[[Any, Any], Any], arg: Any, /, *, sink: Any) -> None:
+def submit_to(fn: Callable[[Any, Any], Any], arg: Any, /, *, sink: Any, here: bool = False) -> None:
     """Queue ``fn(sink, arg)`` for the reactor thread: it settles ``sink`` itself (``ok`` /
     ``fail``, which must also discard the sink from the inbox's pending set, as FutureSink and
     SinkFuture do) and returns None, or returns a Deferred (or a value) whose outcome goes to the
     sink as with ``submit``. No Deferred is needed for a call that completes the sink directly;
-    one argument, so no argument tuple either (a GC-tracked object per call fewer)."""
+    one argument, so no argument tuple either (a GC-tracked object per call fewer).
+
+    ``here``: run it in the calling thread instead while the reactor waits for I/O and nothing is
+    queued (``_ReactorLock``): for a short call that only writes (a blocking sync send), whose
+    caller then waits; ``fn`` must not block, nor wait for the reactor."""
     if _inbox.reactor is None:
         ensure_reactor()
-    _inbox.put(fn, arg, None, sink)  # type: ignore[arg-type]
+    if here:
+        _inbox.run_here(fn, arg, sink)
+    else:
+        _inbox.put(fn, arg, None, sink)  # type: ignore[arg-type]
 
 
 def submit(fn: Callable[..., Any], /, *args: Any, sink: Any, **kwargs: Any) -> None:

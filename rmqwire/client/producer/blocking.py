@@ -2,9 +2,11 @@
 
 Each method hands the work to the Twisted core in the reactor thread (crochet, through
 ``rmqwire.client.blocking``) and waits for the result; any number of threads may call one
-producer at once. Nothing Twisted is touched outside the reactor thread, and user code (selectors
-excepted, which must be quick) never runs in it: ``send_async`` callbacks and transaction check
-listeners run in the reactor's thread pool, local transactions in the calling thread.
+producer at once. Nothing Twisted is touched outside the reactor thread but by a plain ``send``
+that its caller writes itself while the reactor waits for I/O (holding the reactor lock: see
+``submit_to(..., here=True)``), and user code (selectors excepted, which must be quick) never
+runs in it: ``send_async`` callbacks and transaction check listeners run in the reactor's thread
+pool, local transactions in the calling thread.
 
 Producers created here share one ``ClientManager`` per process, so producers with the same client
 id (an explicit ``instance_name``) share one client instance, as Java's ``MQClientManager`` does.
@@ -110,6 +112,7 @@ class Producer:
         self._async_window: _facade.Window | None = None
         self._oneway_slots: threading.BoundedSemaphore | None = None
         self._reactor: Any = None
+        self._here = False  # sync sends may be written by the caller (see start)
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -130,6 +133,11 @@ class Producer:
             self._oneway_slots = threading.BoundedSemaphore(
                 min(self._core.config.max_inflight_oneway, ONEWAY_HANDOFF_WINDOW))
         _facade.call(self._core.start, timeout=LIFECYCLE_TIMEOUT)
+        # A sync send is written by its caller while the reactor waits for I/O, but for user code
+        # (RPC hooks: they would run there holding the reactor) and TLS (kept to the reactor)
+        instance = self._core.instance
+        rc = instance.remoting.config if instance is not None else None
+        self._here = rc is not None and not rc.rpc_hooks and rc.tls is None
 
     def _build(self, reactor: Any) -> _CoreProducer:
         return self._core_class(reactor, self.group, namesrv_addr=self.namesrv_addr,
@@ -176,7 +184,7 @@ class Producer:
         waiter = _facade.Waiter("Producer.send")
         if queue is None and selector is None and timeout is None:
             # the common case settles the waiter from the response: no Deferred per send
-            _facade.submit_to(core.send_to, msg, sink=waiter)
+            _facade.submit_to(core.send_to, msg, sink=waiter, here=self._here)
         else:
             _facade.submit(core.send, msg, sink=waiter, queue=queue, selector=selector, arg=arg,
                            timeout=timeout)

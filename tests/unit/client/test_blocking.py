@@ -8,6 +8,7 @@ Interpreter exit and the no_setup case (reactor run by its owner) are checked in
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import gc
 import os
@@ -789,3 +790,230 @@ def test_reactor_run_by_its_owner() -> None:
     assert out.stdout.splitlines() == [
         "refused in the reactor thread", "from worker", "True", "['MainThread']",
     ]
+
+
+# ---- submit_to(here=True): run in the caller while the reactor waits for I/O --------------------
+
+
+class _StubReactor:
+    """What ``_Inbox.run_here`` reads of a reactor: its timers, its wake-up, callFromThread."""
+
+    def __init__(self) -> None:
+        self._pendingTimedCalls: list[Any] = []
+        self._newTimedCalls: list[Any] = []
+        self.wakes = 0
+        self.from_thread: list[Any] = []
+
+    def wakeUp(self) -> None:  # noqa: N802 - Twisted's name
+        self.wakes += 1
+
+    def callFromThread(self, f: Any, *args: Any) -> None:  # noqa: N802 - Twisted's name
+        self.from_thread.append((f, args))
+
+
+class _Timer:
+    def __init__(self, time: float) -> None:
+        self.time = time
+
+
+def _stub_inbox(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, _StubReactor, Any]:
+    """An inbox on a stub reactor, the one Waiters report to for the test."""
+    stub = _StubReactor()
+    inbox = facade._Inbox()
+    inbox.reactor = stub
+    direct = facade._ReactorLock(stub)
+    direct.open = True
+    inbox._direct = direct
+    monkeypatch.setattr(facade, "_inbox", inbox)
+    return inbox, stub, direct
+
+
+def test_run_here_runs_in_the_caller_and_wakes_the_reactor_for_a_sooner_timer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    inbox, stub, direct = _stub_inbox(monkeypatch)
+    ran: list[int] = []
+
+    def record(sink: Any, arg: Any) -> None:
+        assert direct.lock.locked()  # the reactor is kept out meanwhile
+        ran.append(threading.get_ident())
+        sink.ok(arg)
+
+    w = Waiter("here")
+    inbox.run_here(record, "plain", w)
+    assert w.wait(WAIT) == "plain" and ran == [threading.get_ident()]
+    assert not direct.lock.locked() and stub.wakes == 0 and not stub.from_thread
+    # a timer the reactor's wait did not account for wakes it; a later one does not
+    stub._pendingTimedCalls[:] = [_Timer(10.0), _Timer(20.0)]
+    cases = [
+        (lambda: stub._newTimedCalls.append(_Timer(5.0)), 1),     # callLater
+        (lambda: setattr(stub._pendingTimedCalls[0], "time", 9.0), 1),  # the soonest reset sooner
+        (lambda: stub._pendingTimedCalls.insert(0, _Timer(8.0)), 1),    # another made the soonest
+        (lambda: setattr(stub._pendingTimedCalls[1], "time", 30.0), 0),  # a later one moved later
+        (lambda: None, 0),
+    ]
+    for change, wakes in cases:
+        stub._newTimedCalls.clear()
+        before = stub.wakes
+
+        def timer(sink: Any, _: Any, change: Any = change) -> None:
+            change()
+            sink.ok(None)
+
+        w = Waiter("timer")
+        inbox.run_here(timer, None, w)
+        w.wait(WAIT)
+        assert stub.wakes - before == wakes
+    stub._pendingTimedCalls.clear()  # no timer at all: any new one wakes it
+    w = Waiter("first timer")
+    inbox.run_here(lambda sink, _: (stub._pendingTimedCalls.append(_Timer(1.0)), sink.ok(1)), None, w)
+    assert w.wait(WAIT) == 1 and stub.wakes == 4
+
+
+def test_run_here_queues_behind_queued_calls_a_busy_reactor_and_a_shutdown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    inbox, stub, direct = _stub_inbox(monkeypatch)
+    ran: list[str] = []
+
+    def record(sink: Any, name: str) -> None:
+        ran.append(name)
+        sink.ok(name)
+
+    first, second = Waiter("first"), Waiter("second")
+    inbox.put(record, "first", None, first)  # type: ignore[arg-type]
+    inbox.run_here(record, "second", second)  # the queued call goes first: queued too
+    assert ran == [] and [i[1] for i in inbox._items] == ["first", "second"]
+    [(drain, args)] = stub.from_thread  # no bell here: one callFromThread for the burst
+    drain(*args)
+    assert ran == ["first", "second"] and second.wait(WAIT) == "second"
+    stub.from_thread.clear()
+    inbox._pending.add(Waiter("another thread's call"))  # under way: queued, for one pass
+    inbox.run_here(record, "others", Waiter("others"))
+    assert ran == ["first", "second"] and len(stub.from_thread) == 1
+    stub.from_thread.pop()[0]()
+    assert ran[-1] == "others"
+    inbox._pending.clear()
+    with direct.lock:  # the reactor runs something: queued, no waiting for it
+        inbox.run_here(record, "busy", Waiter("busy"))
+    assert ran == ["first", "second", "others"] and len(stub.from_thread) == 1
+    stub.from_thread[0][0]()
+    assert ran[-1] == "busy"
+    inbox._stop()  # before shutdown (in the reactor thread): no direct run after it
+    assert not direct.open
+    with pytest.raises(facade.ReactorStoppedError):
+        inbox.run_here(record, "late", Waiter("late"))
+    assert ran[-1] == "busy"
+
+
+def test_submit_to_here_runs_in_the_calling_thread_while_the_reactor_waits(reactor: Any) -> None:
+    where: list[bool] = []
+
+    def settle(sink: Any, n: int) -> None:
+        where.append(threadable.isInIOThread())
+        sink.ok(n * 2)
+
+    def one_thread(n: int) -> list[int]:
+        out = []
+        for i in range(50):
+            w = Waiter("here")
+            submit_to(settle, n * 100 + i, sink=w, here=True)
+            out.append(w.wait(WAIT))
+        return out
+
+    call(lambda: None, timeout=WAIT)  # attached: the reactor lock is on
+    assert facade._inbox._direct is not None and facade._inbox._direct.open
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one_thread, range(4)))
+    assert results == [[(n * 100 + i) * 2 for i in range(50)] for n in range(4)]
+    assert False in where  # some ran in their caller (else the reactor ran all: it was busy)
+    with held_reactor(reactor):  # the reactor is busy: queued, run there
+        w = Waiter("queued")
+        submit_to(settle, 1, sink=w, here=True)
+    assert w.wait(WAIT) == 2 and where[-1] is True
+    assert call(lambda: len(facade._inbox._pending), timeout=WAIT) == 0
+
+
+def test_a_timer_set_by_a_caller_thread_wakes_a_reactor_waiting_without_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a private epoll reactor with no timer at all waits for I/O without a timeout: only the
+    # wake-up of run_here makes it see a timer a direct run set; its shutdown ends direct runs
+    from twisted.internet.epollreactor import EPollReactor
+
+    r = EPollReactor()
+    r._registerAsIOThread = False  # the process's I/O thread stays crochet's
+    inbox = facade._Inbox()
+    monkeypatch.setattr(facade, "_inbox", inbox)  # the one Waiters report to
+    thread = threading.Thread(target=r.run, kwargs={"installSignalHandlers": False}, daemon=True)
+    thread.start()
+    attached = threading.Event()
+    inbox.attach(r)
+    r.callFromThread(attached.set)  # after _attached: the lock and the bell are on
+    assert attached.wait(WAIT)
+    direct = inbox._direct
+    assert direct is not None and isinstance(r._poller, facade._Unlocked)
+    try:
+        here = 0
+        for _ in range(200):  # until a run happened in this thread (the reactor was waiting)
+            fired = threading.Event()
+            ran: list[bool] = []
+
+            def arm(sink: Any, _: Any, fired: threading.Event = fired, ran: list[bool] = ran) -> None:
+                ran.append(threading.current_thread() is not thread)
+                r.callLater(0.001, fired.set)
+                sink.ok(None)
+
+            w = Waiter("timer")
+            inbox.run_here(arm, None, w)
+            w.wait(WAIT)
+            assert fired.wait(WAIT)  # without the wake-up the reactor would wait forever
+            here += ran[0]
+            if here >= 3:
+                break
+        assert here >= 3
+    finally:
+        r.callFromThread(r.stop)
+        thread.join(WAIT)
+    assert not thread.is_alive() and not direct.open
+    with pytest.raises(facade.ReactorStoppedError):  # its lock stays held: queued, refused
+        inbox.run_here(lambda sink, _: sink.ok(None), None, Waiter("after"))
+    r._poller.close()
+
+
+def test_callers_settled_under_the_reactor_lock_are_woken_when_it_is_released(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a caller woken while the holder still runs would find the lock taken (and, on a shared
+    # core, take the CPU from the reactor's pass): the wake-up waits for the release
+    inbox, stub, direct = _stub_inbox(monkeypatch)
+    seen: list[Any] = []
+    w = Waiter("settled here")
+    wake = w._wake
+    assert wake is not None  # Linux: the thread's eventfd
+    with contextlib.suppress(BlockingIOError):  # a stale count of an earlier test's waiter
+        os.eventfd_read(wake.fd)
+
+    def settle(sink: Any, _: Any) -> None:
+        sink.ok("done")
+        seen.append(list(direct.wakes))
+        with pytest.raises(BlockingIOError):  # not written yet
+            os.eventfd_read(wake.fd)
+
+    inbox.run_here(settle, None, w)
+    assert seen == [[wake]] and direct.wakes == [] and direct.owner == 0
+    assert os.eventfd_read(wake.fd) == 1  # written by the release
+    assert w.wait(WAIT) == "done"
+    # settled by a thread not holding the lock: woken at once
+    other = Waiter("elsewhere")
+    assert other._wake is wake
+    other.ok(1)
+    assert os.eventfd_read(wake.fd) == 1 and other.wait(WAIT) == 1
+    # at shutdown the held wake-ups go out, and later ones at once
+    with direct.lock:
+        direct.owner = threading.get_ident()
+        late = Waiter("late")
+        late.ok(2)
+        assert direct.wakes == [wake]
+        inbox._stop()
+        assert direct.wakes == [] and os.eventfd_read(wake.fd) == 1
+        last = Waiter("last")
+        last.ok(3)
+        assert direct.wakes == [] and os.eventfd_read(wake.fd) == 1
+    assert late.wait(WAIT) == 2 and last.wait(WAIT) == 3

@@ -153,6 +153,87 @@ def test_a_sync_send_to_a_broker_that_never_answers_times_out_at_its_deadline(
         assert p.send(Message("T", b"after")).status is SendStatus.SEND_OK
 
 
+def test_sync_sends_written_by_their_callers_keep_each_threads_order(
+        cluster: LoopbackCluster) -> None:
+    # a sync send is framed and written in its caller's thread while the reactor waits for I/O
+    # (submit_to here=True); a thread's oneway send still queued for the reactor goes first.
+    # The broker shares the reactor here, so the callers often find it busy and queue: rounds
+    # until some sends were written by their callers
+    from twisted.python import threadable
+
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr) as p:
+        p.send(Message("T", b"first"))
+        core = p.core
+        real = core.send_to
+        where: list[bool] = []
+
+        def spy(sink: Any, msg: Any) -> Any:
+            where.append(threadable.isInIOThread())
+            return real(sink, msg)
+
+        core.send_to = spy  # type: ignore[method-assign]
+
+        def work(n: int, r: int) -> list[str]:
+            ids = []
+            for k in range(12):
+                if k % 3 == 0:
+                    p.send_oneway(Message("T", f"{r}-{n}-{k:02}-o".encode()))
+                ids.append(p.send(Message("T", f"{r}-{n}-{k:02}-s".encode())).msg_id)
+            return ids
+
+        ids: list[str] = []
+        rounds = 0
+        while rounds < 30 and (rounds < 2 or False not in where):
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                ids += [i for b in pool.map(work, range(4), [rounds] * 4) for i in b]
+            rounds += 1
+        blocking.call(lambda: None, timeout=WAIT)
+    assert False in where  # some were written by their callers
+    assert len(ids) == len(set(ids)) == rounds * 48
+    bodies = [s.body.decode() for s in cluster.broker.sends[1:] if s.body]
+    assert len(bodies) == rounds * 64
+    for r in range(rounds):
+        for n in range(4):
+            mine = [b for b in bodies if b.startswith(f"{r}-{n}-")]
+            assert mine == [f"{r}-{n}-{k:02}-{kind}" for k in range(12) for kind in "os"
+                            if kind == "s" or k % 3 == 0]
+
+
+def test_a_sync_send_the_socket_takes_in_part_is_finished_by_the_reactor(
+        cluster: LoopbackCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the caller's write leaves (a small send buffer) goes to Twisted's queue, which the
+    # reactor writes once the socket takes more
+    import os
+    import socket
+
+    from rmqwire.remoting.flushing import FlushingClient
+
+    blocking.ensure_reactor()
+    reactor_thread: list[threading.Thread] = []
+    blocking.call(lambda: reactor_thread.append(threading.current_thread()), timeout=WAIT)
+    left: list[tuple[bool, bool]] = []
+    real_flush = FlushingClient.flush
+
+    def flush(self: Any) -> None:
+        real_flush(self)
+        left.append((threading.current_thread() is not reactor_thread[0],
+                     bool(self.dataBuffer or self._tempDataLen)))
+
+    with Producer("pg", namesrv_addr=cluster.namesrv_addr, compress_msg_body_over_howmuch=2**31 - 1,
+                  send_msg_timeout=10000) as p:
+        p.send(Message("T", b"first"))
+        channel = blocking.call(p.core.instance.open_broker_channel, cluster.broker.addr,
+                                timeout=WAIT)
+        blocking.call(lambda: channel.transport.getHandle().setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096), timeout=WAIT)
+        monkeypatch.setattr(FlushingClient, "flush", flush)
+        bodies = [os.urandom(1 << 19) for _ in range(4)]
+        for body in bodies:
+            assert p.send(Message("T", body)).status is SendStatus.SEND_OK
+    assert [s.body for s in cluster.broker.sends[1:]] == bodies
+    assert (True, True) in left  # a caller's write left part of a frame to the reactor
+
+
 def test_send_async_future_and_callback(cluster: LoopbackCluster) -> None:
     done = threading.Event()
     seen: list[Any] = []
