@@ -72,6 +72,14 @@ class FlushingWrites:
             self._pending_bytes += len(data)
             if self._pending_bytes >= SEND_LIMIT:
                 self.flush()
+        elif ((conn._tempDataLen or conn.dataBuffer) and type(data) is bytes and conn.connected
+              and not conn._writeDisconnected and not conn.TLS):
+            # behind what Twisted's queue holds: its write() but for startWriting, which is on
+            # while the queue is not empty (doWrite stops it once empty): no addWriter per frame
+            conn._tempDataBuffer.append(data)
+            conn._tempDataLen += len(data)
+            if conn.producer is not None and len(conn.dataBuffer) + conn._tempDataLen > conn.bufferSize:
+                conn._maybePauseProducer()
         elif (type(data) is not bytes or not data or not conn.connected or conn.disconnecting
               or conn._writeDisconnected or conn.dataBuffer or conn._tempDataLen or conn.TLS):
             super().write(data)  # type: ignore[misc]  # nothing to send, or behind what is queued

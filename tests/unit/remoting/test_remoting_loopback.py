@@ -215,6 +215,50 @@ def test_held_writes_past_send_limit_are_sent_during_the_hold_in_order() -> None
     run_loopback(scenario)
 
 
+def test_writes_behind_twisted_queue_join_it_without_addwriter_and_pause_the_producer() -> None:
+    """A frame written while Twisted's queue holds data goes straight to that queue (writing is
+    on until it is empty): no addWriter per frame; it is sent in order, and the producer is
+    paused once the queue passes bufferSize, as Twisted's own write does."""
+
+    async def scenario(lb: Loopback) -> None:
+        await lb.client.invoke(lb.addr, RemotingCommand.request(105), 10.0)  # connected
+        transport = next(iter(lb.client.channels.values())).transport
+        paused: list[bool] = []
+
+        class Producer:
+            def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
+                paused.append(True)
+
+            def resumeProducing(self) -> None:  # noqa: N802 - Twisted's interface
+                paused.append(False)
+
+            def stopProducing(self) -> None:  # noqa: N802 - Twisted's interface
+                pass
+
+        if transport.producer is not None:
+            transport.unregisterProducer()
+        transport.registerProducer(Producer(), True)
+        added: list[Any] = []
+        add_writer = lb.reactor.addWriter
+        lb.reactor.addWriter = lambda w: (added.append(w), add_writer(w))[1]
+        try:
+            first = lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, BIG[:200_000]), 30.0)
+            transport.flush()  # one send(2) takes 128 KiB at most: the rest is in Twisted's queue
+            assert (transport._tempDataLen or transport.dataBuffer) and not paused
+            queued_before = len(added)
+            bodies = [bytes([i]) * 30_000 for i in range(8)]  # past bufferSize on top of the rest
+            calls = [lb.client.invoke(lb.addr, RemotingCommand.request(105, {"topic": "T"}, b), 30.0)
+                     for b in bodies]
+            assert len(added) == queued_before  # no addWriter for the frames behind the queue
+            assert transport._pending is None and paused[:1] == [True]
+        finally:
+            del lb.reactor.addWriter
+        assert [r.body for r in await defer.gatherResults([first, *calls])] == [BIG[:200_000], *bodies]
+        transport.unregisterProducer()
+
+    run_loopback(scenario)
+
+
 def test_calls_queued_by_other_threads_are_sent_when_the_drain_ends() -> None:
     """The blocking facade's drain holds flushes: a call queued by another thread writes without
     a zero-delay call, and its request is sent when the drain ends."""
