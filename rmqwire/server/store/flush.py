@@ -6,7 +6,8 @@ an appending thread, e.g. a Twisted reactor, never waits for the disk. A SYNC_FL
 its record, or ``FLUSH_DISK_TIMEOUT`` when ``syncFlushTimeout`` passes first; a broker bridges it
 to a Deferred with ``future.add_done_callback`` + ``reactor.callFromThread``. One flush serves every
 writer waiting at that moment (Java ``GroupCommitService``); ``FlushDiskWatcher`` expires waiters
-even while a flush is stuck in the kernel.
+even while a flush is stuck in the kernel. A broker's store flushes in a helper process instead
+(``flush_helper.py``), and falls back to ``GroupCommitService`` when the helper cannot run.
 """
 
 from __future__ import annotations

@@ -415,6 +415,23 @@ class MappedFileQueue:
             self.store_timestamp = ts
         return result
 
+    def mark_flushed(self, offset: int, store_timestamp: int = 0) -> None:
+        """Another process made everything below ``offset`` durable (the flush helper): move the
+        flushed positions there, never back; ``store_timestamp`` is the store time of the last
+        record below it (0: unknown, kept as is)."""
+        if offset <= self.flushed_where:
+            return
+        for f in self.files:
+            start = f.file_from_offset
+            if start >= offset:
+                break
+            pos = min(offset - start, self.file_size)
+            if pos > f.flushed_position:
+                f.flushed_position = pos
+        self.flushed_where = offset
+        if store_timestamp > self.store_timestamp:
+            self.store_timestamp = store_timestamp
+
     def flush_all(self) -> int:
         """Flush until the flushed position reaches everything written (one file per step, as a
         full file hands over to the next); returns it."""

@@ -4,16 +4,18 @@ and retention, behind the calls the broker processors make.
 Threads: puts and gets run in the caller's thread (a Twisted reactor is fine: an append is a memory
 copy into the page cache). Flushing runs in its own thread (``flush.py``), and a scheduler thread
 flushes consume queues and the checkpoint and runs retention. SYNC_FLUSH puts return a
-``concurrent.futures.Future`` completed from the flush thread.
+``concurrent.futures.Future`` completed from the flush thread; or, when a reactor was given with
+the flush listener (the broker), from the reactor, which reads the answers of a flush helper
+process (``flush_helper.py``) that makes the commit log durable.
 
 Dispatch (Java ``ReputMessageService``): each appended record is queued and, once it is below the
 confirm offset (written for ASYNC_FLUSH, flushed for SYNC_FLUSH), handed to the dispatchers: the
 consume-queue builder first, then any added with ``add_dispatcher``, then the arrival listeners
 (long polling). With ASYNC_FLUSH this happens in the putting thread before the put returns; with
-SYNC_FLUSH in the flush thread, so a listener must not assume the reactor thread
-(``reactor.callFromThread``).
+SYNC_FLUSH in the flush thread (or on the reactor, with the flush helper), so a listener must not
+assume the reactor thread (``reactor.callFromThread``).
 
-Nothing here imports Twisted or networking code.
+Nothing here imports Twisted or networking code (the reactor is passed in and duck-typed).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ from rmqwire.server.store.flush import (
     GroupCommitService,
     ServiceThread,
 )
+from rmqwire.server.store.flush_helper import HelperGroupCommitService, ReactorLike
 from rmqwire.server.store.index_service import IndexService
 from rmqwire.server.store.mapped_file import StoreLoadError
 from rmqwire.server.store.recovery import (
@@ -250,8 +253,10 @@ class DefaultMessageStore:
         self._lock_fd = -1
         self._loaded = False
         self._shutdown = True
-        self._group_commit: GroupCommitService | None = None
+        self._group_commit: GroupCommitService | HelperGroupCommitService | None = None
         self._flush_listener: FlushListener | None = None
+        self._flush_reactor: ReactorLike | None = None
+        self._reactor_flush_listener: FlushListener | None = None
         self._flush_watcher: FlushDiskWatcher | None = None
         self._flush_real_time: FlushRealTimeService | None = None
         self._scheduler: _Scheduler | None = None
@@ -305,8 +310,15 @@ class DefaultMessageStore:
         cfg = self.config
         if cfg.is_sync_flush:
             self._flush_watcher = FlushDiskWatcher(self._clock, lambda: self._flush_listener)
-            self._group_commit = GroupCommitService(self._flush_all_commit_log, self._after_commit_log_flush,
-                                                    listener=lambda: self._flush_listener)
+            reactor, listener = self._flush_reactor, self._reactor_flush_listener
+            # An IReactorFDSet reads the helper's answers; a replaced sync (tests) needs this process.
+            if (reactor is not None and listener is not None and self._sync is os.fdatasync
+                    and hasattr(reactor, "addReader")):
+                self._group_commit = HelperGroupCommitService(
+                    self.commit_log.mapped_file_queue, self._after_commit_log_flush, listener, reactor,
+                    self._in_process_group_commit)
+            else:
+                self._group_commit = self._in_process_group_commit()
             self._flush_watcher.start()
             self._group_commit.start()
         else:
@@ -322,6 +334,10 @@ class DefaultMessageStore:
         self._scheduler = _Scheduler(self, self._clock)
         self._scheduler.start()
         self._shutdown = False
+
+    def _in_process_group_commit(self) -> GroupCommitService:
+        return GroupCommitService(self._flush_all_commit_log, self._after_commit_log_flush,
+                                  listener=lambda: self._flush_listener)
 
     def shutdown(self) -> None:
         """Flush everything, dispatch what is left, persist the checkpoint and remove the abort
@@ -358,6 +374,8 @@ class DefaultMessageStore:
         """Let go of the directory the way a killed process would: no final flush, dispatch or
         checkpoint, the abort marker stays (for crash tests in one process)."""
         self._shutdown = True
+        if isinstance(self._group_commit, HelperGroupCommitService):
+            self._group_commit.abandon()
         for service in (self._scheduler, self._group_commit, self._flush_real_time, self._flush_watcher):
             if service is not None:
                 service._stopped.set()
@@ -703,12 +721,21 @@ class DefaultMessageStore:
         """
         return _as_future(self._put_messages(batch))
 
-    def set_flush_listener(self, listener: FlushListener | None) -> None:
+    def set_flush_listener(self, listener: FlushListener | None, *, reactor: ReactorLike | None = None) -> None:
         """Where SYNC_FLUSH completions of ``put_listened`` go: one call per group-commit round
         (and per timed-out request) from the flush or watcher thread, with each completed
         request and its status (PUT_OK once a flush covered it, or FLUSH_DISK_TIMEOUT). The
-        listener may see a request twice (flushed, and timed out meanwhile): the first counts."""
-        self._flush_listener = listener
+        listener may see a request twice (flushed, and timed out meanwhile): the first counts.
+
+        With ``reactor`` (a Twisted reactor; set before ``start``) the listener is called on the
+        reactor thread only, and SYNC_FLUSH flushes in a helper process whose answers the
+        reactor reads (``flush_helper``): completions need no thread hand-off."""
+        if reactor is None or listener is None:
+            self._flush_listener = listener
+            self._flush_reactor = self._reactor_flush_listener = None
+            return
+        self._flush_listener = lambda done: reactor.callFromThread(listener, done)
+        self._flush_reactor, self._reactor_flush_listener = reactor, listener
 
     def put_listened(self, msg: MessageExt, *, batch: bool = False) -> PutMessageResult | GroupCommitRequest:
         """``async_put_message`` (``async_put_messages`` with ``batch``) without a Future: the

@@ -130,7 +130,7 @@ class SendMessageProcessor(Processor):
         self._ext: dict[str, str] = {}
         self.refresh_ext_fields()
         reactor = broker.reactor
-        broker.store.set_flush_listener(lambda done: reactor.callFromThread(_release_flushed, done))
+        broker.store.set_flush_listener(_release_flushed, reactor=reactor)
 
     def refresh_ext_fields(self) -> None:
         b = self.broker.settings.broker
