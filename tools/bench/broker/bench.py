@@ -107,20 +107,45 @@ class Run:
     load: tuple[float, float, float]
 
 
+def _tree(pid: int) -> list[int]:
+    """The process and its live descendants (the rmqwire broker's SYNC_FLUSH helper counts)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            pass
+    return out
+
+
 def _proc_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _proc_memory(pid: int) -> tuple[int, int]:
-    """(VmRSS, RssAnon) in bytes: the resident set counts the mapped store files' pages; the
-    anonymous part is the process's own memory (heap, buffers)."""
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon"):
-            found[key] = int(value.split()[0]) * 1024
-    return found.get("VmRSS", 0), found.get("RssAnon", 0)
+    """(VmRSS, RssAnon) in bytes, of the process and its descendants: the resident set counts
+    the mapped store files' pages; the anonymous part is the processes' own memory."""
+    found = {"VmRSS": 0, "RssAnon": 0}
+    for p in _tree(pid):
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(":")
+            if key in found:
+                found[key] += int(value.split()[0]) * 1024
+    return found["VmRSS"], found["RssAnon"]
 
 
 def _stored(broker_addr: str, topic: str) -> int:

@@ -12,6 +12,7 @@ the release of its answers (frames written to the channels). At exit, OUT gets t
 from __future__ import annotations
 
 import atexit
+import os
 import runpy
 import sys
 import time
@@ -149,14 +150,155 @@ class Timeline:
         return "\n".join(lines) + "\n"
 
 
+class HelperTimeline:
+    """The same for a store whose SYNC_FLUSH goes through the flush helper process
+    (``flush_helper``): the helper's rounds come from ``flush_child_trace.py``."""
+
+    def __init__(self, child_out: Path) -> None:
+        self.child_out = child_out
+        self.appended: dict[int, tuple[int, int]] = {}
+        self.sends: list[tuple[int, int, int]] = []  # (entered, appended, released)
+        self.targets: list[tuple[int, int]] = []  # (sent, offset)
+        self.reads: list[tuple[int, int, int, int]] = []  # (read, told start, told end, n)
+        self.dispatched: list[int] = []  # release end -> dispatch end (consume queues, index)
+        self.read_at = 0
+        self.entered = 0
+
+    def install(self) -> bool:
+        try:
+            from rmqwire.server.store import flush_helper
+        except ImportError:
+            return False
+        from rmqwire.server.broker.processors import send
+        from rmqwire.server.store import message_store
+        from rmqwire.server.store.flush import GroupCommitRequest
+
+        tl = self
+        flush_helper._CHILD = str(Path(__file__).with_name("flush_child_trace.py"))
+        os.environ["RMQWIRE_FLUSH_CHILD_TRACE"] = str(self.child_out)
+        process = send.SendMessageProcessor._process
+
+        def _process(proc: Any, *args: Any, **kwargs: Any) -> Any:
+            tl.entered = now()
+            return process(proc, *args, **kwargs)
+
+        put_listened = message_store.DefaultMessageStore.put_listened
+
+        def _put_listened(store: Any, *args: Any, **kwargs: Any) -> Any:
+            r = put_listened(store, *args, **kwargs)
+            if type(r) is GroupCommitRequest:
+                tl.appended[id(r)] = (tl.entered, now())
+            return r
+
+        service = flush_helper.HelperGroupCommitService
+        send_target = service._send
+
+        def _send(svc: Any, offset: int) -> None:
+            tl.targets.append((now(), offset))
+            send_target(svc, offset)
+
+        on_readable = service._on_readable
+
+        def _on_readable(svc: Any, helper: Any) -> None:
+            tl.read_at = now()
+            on_readable(svc, helper)
+
+        tell = service._tell
+
+        def _tell(svc: Any, done: list[Any], in_reactor: bool) -> None:
+            start = now()
+            tell(svc, done, in_reactor)
+            end = now()
+            tl.reads.append((tl.read_at, start, end, len(done)))
+            for req, _status in done:
+                stamps = tl.appended.pop(id(req), None)
+                if stamps is not None:
+                    tl.sends.append((*stamps, end))
+
+        complete = service._complete
+
+        def _complete(svc: Any, flushed: int, *, in_reactor: bool) -> None:
+            n = len(tl.reads)
+            complete(svc, flushed, in_reactor=in_reactor)
+            if len(tl.reads) > n:  # this answer released writers: the dispatch came after
+                tl.dispatched.append(now() - tl.reads[-1][2])
+
+        send.SendMessageProcessor._process = _process
+        message_store.DefaultMessageStore.put_listened = _put_listened
+        service._complete = _complete
+        service._send = _send
+        service._on_readable = _on_readable
+        service._tell = _tell
+        return True
+
+    def summary(self) -> str:
+        import json
+
+        try:
+            rounds = [json.loads(line) for line in self.child_out.read_text().splitlines()]
+        except OSError:
+            rounds = []
+        lo, hi = len(rounds) // 5, len(rounds) - len(rounds) // 10
+        mid = [r for r in rounds[lo:hi] if r[1] and r[3]]
+        lines = [f"flush helper: rounds {len(rounds)}, sends {len(self.sends)}, reactor reads {len(self.reads)}"]
+
+        def row(name: str, values: list[int]) -> None:
+            if not values:
+                lines.append(f"{name:44s} -")
+                return
+            v = sorted(values)
+            q = lambda p: v[int(p * (len(v) - 1))] / 1e3  # noqa: E731
+            lines.append(f"{name:44s} n={len(v):6d} p50={q(.5):8.1f} p90={q(.9):8.1f} "
+                         f"mean={sum(v) / len(v) / 1e3:8.1f} us")
+
+        if mid and self.reads:
+            t0, t1 = mid[0][0], mid[-1][3]
+            told = sum(n for r, _s, _e, n in self.reads if t0 <= r <= t1)
+            lines.append(f"sends per helper round (told)               {told / len(mid):.2f}")
+        row("helper: woken -> fdatasync start", [r[1] - r[0] for r in mid])
+        row("helper: fdatasync", [r[2] - r[1] for r in mid])
+        row("helper: fdatasync end -> answer sent", [r[3] - r[2] for r in mid])
+        reads = sorted(r[0] for r in self.reads)
+        import bisect
+        lag = []
+        for r in mid:
+            i = bisect.bisect_left(reads, r[3])
+            if i < len(reads):
+                lag.append(reads[i] - r[3])
+        row("answer sent -> reactor reads it", lag)
+        row("reactor: read -> release start", [s - r for r, s, _e, _n in self.reads])
+        row("reactor: release (frames written)", [e - s for _r, s, e, _n in self.reads])
+        row("reactor: released -> dispatched", self.dispatched)
+        sent = sorted(t for t, _o in self.targets)
+        woken = []
+        for prev, r in zip(rounds[lo:hi], rounds[lo + 1:hi]):
+            i = bisect.bisect_right(sent, prev[3])  # first target sent after the previous answer
+            if i < len(sent) and sent[i] <= r[0]:
+                woken.append(r[0] - sent[i])
+        lines.append(f"rounds whose helper was idle (target after the last answer) {len(woken)} of {len(mid)}")
+        row("idle round: target sent -> helper woken", woken)
+        if mid:
+            t0, t1 = mid[0][0], mid[-1][3]
+            sends = [x for x in self.sends if t0 <= x[1] <= t1]
+            row("send: entered -> appended", [a - e for e, a, _r in sends])
+            row("send: entered -> released", [r - e for e, _a, r in sends])
+        return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     rest = sys.argv[2:]
     if len(rest) < 2 or rest[0] != "-m":
         raise SystemExit("usage: python -m tools.bench.broker.sync_trace OUT -m MODULE [ARGS...]")
+    child_out = out.with_name(out.name + ".child")
+    child_out.unlink(missing_ok=True)
+    helper = HelperTimeline(child_out)
     timeline = Timeline()
     timeline.install()
-    atexit.register(lambda: out.write_text(timeline.summary()))
+    if helper.install():
+        atexit.register(lambda: out.write_text(timeline.summary() + helper.summary()))
+    else:
+        atexit.register(lambda: out.write_text(timeline.summary()))
     sys.argv = [rest[1], *rest[2:]]
     runpy.run_module(rest[1], run_name="__main__", alter_sys=True)
 
