@@ -384,18 +384,7 @@ class HelperGroupCommitService:
         while targets and targets[0][0] <= flushed:
             ts = targets.popleft()[1] or ts
         self._queue.mark_flushed(flushed, ts)
-        requests = self._requests
-        listened: list[tuple[GroupCommitRequest, PutMessageStatus]] = []
-        while requests and requests[0].next_offset <= flushed:
-            req = requests.popleft()
-            if req.future is None:
-                if not req.done:
-                    req.done = True
-                    listened.append((req, PutMessageStatus.PUT_OK))
-            else:
-                req.wakeup_customer(PutMessageStatus.PUT_OK)
-        if listened:
-            self._tell(listened, in_reactor)
+        self._answer_upto(flushed, PutMessageStatus.PUT_OK, in_reactor)
         if not in_reactor:
             self._dispatch()
         elif not self._dispatch_scheduled:
@@ -412,6 +401,10 @@ class HelperGroupCommitService:
             log.exception("after-flush hook failed")
 
     def _fail_upto(self, offset: int) -> None:
+        self._answer_upto(offset, PutMessageStatus.FLUSH_DISK_TIMEOUT, True)
+
+    def _answer_upto(self, offset: int, status: PutMessageStatus, in_reactor: bool) -> None:
+        """Answer ``status`` to every request whose record ends at or below ``offset``."""
         requests = self._requests
         listened: list[tuple[GroupCommitRequest, PutMessageStatus]] = []
         while requests and requests[0].next_offset <= offset:
@@ -419,11 +412,11 @@ class HelperGroupCommitService:
             if req.future is None:
                 if not req.done:
                     req.done = True
-                    listened.append((req, PutMessageStatus.FLUSH_DISK_TIMEOUT))
+                    listened.append((req, status))
             else:
-                req.wakeup_customer(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                req.wakeup_customer(status)
         if listened:
-            self._tell(listened, True)
+            self._tell(listened, in_reactor)
 
     def _tell(self, done: list[tuple[GroupCommitRequest, PutMessageStatus]], in_reactor: bool) -> None:
         try:

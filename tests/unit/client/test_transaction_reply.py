@@ -156,16 +156,23 @@ def test_request_without_reply_times_out_and_failed_send_says_so() -> None:
     assert "send request message to <T> fail" in str(err) and err.__cause__.code == 13
 
 
-def test_oneway_past_a_paused_connection_holds_its_token_until_it_resumes() -> None:
+def _paused_after_a_send() -> tuple[World, Any, Any]:
+    """A producer with one send done on its connection, whose write gate is then paused (what the
+    transport does when its write buffer is full)."""
     w = World()
     w.add_topic("T")
     p = started(w)
     d = p.send(Message("T", b"warm"))
     w.run()
     _t.successResultOf(d)
-    tokens = p._oneway_tokens.tokens
     _proto, gate = p.instance._gates["127.0.0.1:10911"]
-    gate.pauseProducing()  # what the transport does when its write buffer is full
+    gate.pauseProducing()
+    return w, p, gate
+
+
+def test_oneway_past_a_paused_connection_holds_its_token_until_it_resumes() -> None:
+    w, p, gate = _paused_after_a_send()
+    tokens = p._oneway_tokens.tokens
     d = p.send_oneway(Message("T", b"o"))
     w.run()
     # written at once (as Java's oneway, which checks no writability), but its in-flight token
@@ -181,14 +188,7 @@ def test_oneway_past_a_paused_connection_holds_its_token_until_it_resumes() -> N
 
 
 def test_oneway_waits_behind_a_send_waiting_for_the_paused_connection() -> None:
-    w = World()
-    w.add_topic("T")
-    p = started(w)
-    d = p.send(Message("T", b"warm"))
-    w.run()
-    _t.successResultOf(d)
-    _proto, gate = p.instance._gates["127.0.0.1:10911"]
-    gate.pauseProducing()
+    w, p, gate = _paused_after_a_send()
     waiting = p.instance.when_writable("127.0.0.1:10911")  # a send of the general path, first
     d = p.send_oneway(Message("T", b"o"))
     w.run()

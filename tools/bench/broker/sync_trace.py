@@ -33,24 +33,9 @@ class Timeline:
 
     def install(self) -> None:
         from rmqwire.server.broker.processors import send
-        from rmqwire.server.store import message_store
-        from rmqwire.server.store.flush import GroupCommitRequest, GroupCommitService
+        from rmqwire.server.store.flush import GroupCommitService
 
         tl = self
-        process = send.SendMessageProcessor._process
-
-        def _process(proc: Any, *args: Any, **kwargs: Any) -> Any:
-            tl.entered = now()
-            return process(proc, *args, **kwargs)
-
-        put_listened = message_store.DefaultMessageStore.put_listened
-
-        def _put_listened(store: Any, *args: Any, **kwargs: Any) -> Any:
-            r = put_listened(store, *args, **kwargs)
-            if type(r) is GroupCommitRequest:
-                tl.appended[id(r)] = (tl.entered, now())
-            return r
-
         init = GroupCommitService.__init__
 
         def _init(service: Any, flush: Any, on_flushed: Any, **kwargs: Any) -> None:
@@ -103,8 +88,7 @@ class Timeline:
             release([(req, status) for req, status, _r in done])
             tl.releases[done[0][2]] = (start, now())
 
-        send.SendMessageProcessor._process = _process
-        message_store.DefaultMessageStore.put_listened = _put_listened
+        _stamp_appends(tl)
         GroupCommitService.__init__ = _init
         GroupCommitService.do_commit = _do_commit
         send._release_flushed = _release
@@ -169,27 +153,10 @@ class HelperTimeline:
             from rmqwire.server.store import flush_helper
         except ImportError:
             return False
-        from rmqwire.server.broker.processors import send
-        from rmqwire.server.store import message_store
-        from rmqwire.server.store.flush import GroupCommitRequest
 
         tl = self
         flush_helper._CHILD = str(Path(__file__).with_name("flush_child_trace.py"))
         os.environ["RMQWIRE_FLUSH_CHILD_TRACE"] = str(self.child_out)
-        process = send.SendMessageProcessor._process
-
-        def _process(proc: Any, *args: Any, **kwargs: Any) -> Any:
-            tl.entered = now()
-            return process(proc, *args, **kwargs)
-
-        put_listened = message_store.DefaultMessageStore.put_listened
-
-        def _put_listened(store: Any, *args: Any, **kwargs: Any) -> Any:
-            r = put_listened(store, *args, **kwargs)
-            if type(r) is GroupCommitRequest:
-                tl.appended[id(r)] = (tl.entered, now())
-            return r
-
         service = flush_helper.HelperGroupCommitService
         send_target = service._send
 
@@ -223,8 +190,7 @@ class HelperTimeline:
             if len(tl.reads) > n:  # this answer released writers: the dispatch came after
                 tl.dispatched.append(now() - tl.reads[-1][2])
 
-        send.SendMessageProcessor._process = _process
-        message_store.DefaultMessageStore.put_listened = _put_listened
+        _stamp_appends(tl)
         service._complete = _complete
         service._send = _send
         service._on_readable = _on_readable
@@ -283,6 +249,30 @@ class HelperTimeline:
             row("send: entered -> appended", [a - e for e, a, _r in sends])
             row("send: entered -> released", [r - e for e, _a, r in sends])
         return "\n".join(lines) + "\n"
+
+
+def _stamp_appends(tl: Timeline | HelperTimeline) -> None:
+    """Stamp each send when its processor is entered and when its append is queued for a flush."""
+    from rmqwire.server.broker.processors import send
+    from rmqwire.server.store import message_store
+    from rmqwire.server.store.flush import GroupCommitRequest
+
+    process = send.SendMessageProcessor._process
+
+    def _process(proc: Any, *args: Any, **kwargs: Any) -> Any:
+        tl.entered = now()
+        return process(proc, *args, **kwargs)
+
+    put_listened = message_store.DefaultMessageStore.put_listened
+
+    def _put_listened(store: Any, *args: Any, **kwargs: Any) -> Any:
+        r = put_listened(store, *args, **kwargs)
+        if type(r) is GroupCommitRequest:
+            tl.appended[id(r)] = (tl.entered, now())
+        return r
+
+    send.SendMessageProcessor._process = _process
+    message_store.DefaultMessageStore.put_listened = _put_listened
 
 
 def main() -> None:
