@@ -6,7 +6,7 @@ them when told a target offset; it answers with the offset every byte below whic
 All targets read before a flush are served by that one flush (a group commit). It exits when the
 broker's end of the socket closes (the broker exited or was killed: EOF), so it never outlives it.
 
-Messages on the SOCK_SEQPACKET socket (network byte order):
+Messages on the Unix stream socket (``MSG``) (network byte order):
   broker -> helper  b"F" start:q size:q  + one descriptor: a commit-log file covering [start, start+size)
                     b"T" target:q 0:q     flush everything below target
   helper -> broker  b"D" flushed:q errno:q   done: everything below ``flushed`` is on disk; or, with

@@ -113,6 +113,17 @@ class GroupCommitRequest:
         self.future: concurrent.futures.Future[PutMessageResult] | None = (
             None if listened else concurrent.futures.Future())
 
+    def answer(self, status: PutMessageStatus,
+               listened: list[tuple[GroupCommitRequest, PutMessageStatus]]) -> None:
+        """Complete the writer once: its future now, or (listened) by adding it to ``listened``,
+        which the caller hands to the flush listener in one call for the whole round."""
+        if self.future is None:
+            if not self.done:
+                self.done = True
+                listened.append((self, status))
+        else:
+            self.wakeup_customer(status)
+
     def wakeup_customer(self, status: PutMessageStatus) -> None:
         """Complete the future once; later completions (flush vs. watcher) are ignored."""
         self.done = True
@@ -161,11 +172,10 @@ class FlushDiskWatcher(ServiceThread):
                     continue
                 left = req.deadline - self._clock()
                 if left <= 0:
-                    if req.future is None:
-                        req.done = True
-                        _tell(self._listener(), [(req, PutMessageStatus.FLUSH_DISK_TIMEOUT)])
-                    else:
-                        req.wakeup_customer(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    late: list[tuple[GroupCommitRequest, PutMessageStatus]] = []
+                    req.answer(PutMessageStatus.FLUSH_DISK_TIMEOUT, late)
+                    if late:
+                        _tell(self._listener(), late)
                     requests.popleft()
                     continue
                 wait = min(left, 0.5)
@@ -217,13 +227,8 @@ class GroupCommitService(ServiceThread):
                     break
                 flushed = self._flush()
                 ok = flushed >= req.next_offset
-            status = PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT
-            if req.future is None:
-                if not req.done:
-                    req.done = True
-                    listened.append((req, status))
-            else:
-                req.wakeup_customer(status)
+            req.answer(PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT,
+                       listened)
         if listened:  # the round's listened writers in one call
             _tell(self._listener(), listened)
         try:

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rmqwire.server.store._flush_child import MSG
 from rmqwire.server.store.flush import FlushListener, GroupCommitRequest, GroupCommitService
 from rmqwire.server.store.mapped_file import MappedFileQueue
 from rmqwire.server.store.results import PutMessageStatus
@@ -46,16 +47,10 @@ __all__ = ["FlushHelper", "HelperGroupCommitService", "ReactorLike"]
 log = logging.getLogger(__name__)
 
 _CHILD = str(Path(__file__).with_name("_flush_child.py"))
-#: One message either way (see ``_flush_child``): kind, two signed 64-bit numbers.
-_MSG_SIZE = 17
 #: A helper dying sooner than this after its start is not replaced again.
 _MIN_LIFE_S = 1.0
 #: The longest a target waits for the reactor to run out of ready I/O (see ``_send_asked``).
 _IDLE_WAIT_S = 0.001
-
-
-def _msg(kind: bytes, a: int, b: int) -> bytes:
-    return kind + a.to_bytes(8, "big", signed=True) + b.to_bytes(8, "big", signed=True)
 
 
 class ReactorLike:
@@ -96,12 +91,12 @@ class FlushHelper:
         return self.sock.fileno()
 
     def send_file(self, start: int, size: int, fd: int) -> None:
-        socket.send_fds(self.sock, [_msg(b"F", start, size)], [fd])
+        socket.send_fds(self.sock, [MSG.pack(b"F", start, size)], [fd])
 
     def send_target(self, offset: int) -> bool:
         """False when the socket is full (the helper has not read for long: it is stuck)."""
         try:
-            self.sock.send(_msg(b"T", offset, 0))
+            self.sock.send(MSG.pack(b"T", offset, 0))
         except BlockingIOError:
             return False
         return True
@@ -120,10 +115,8 @@ class FlushHelper:
                 return None
             if self._partial:
                 data, self._partial = self._partial + data, b""
-            end = len(data) - len(data) % _MSG_SIZE
-            for p in range(0, end, _MSG_SIZE):
-                out.append((int.from_bytes(data[p + 1:p + 9], "big", signed=True),
-                            int.from_bytes(data[p + 9:p + 17], "big", signed=True)))
+            end = len(data) - len(data) % MSG.size
+            out.extend((a, b) for _kind, a, b in MSG.iter_unpack(data[:end]))
             self._partial = data[end:]
             if len(data) < 4096:  # all there was (no second recv just to hear EAGAIN)
                 return out
@@ -408,13 +401,7 @@ class HelperGroupCommitService:
         requests = self._requests
         listened: list[tuple[GroupCommitRequest, PutMessageStatus]] = []
         while requests and requests[0].next_offset <= offset:
-            req = requests.popleft()
-            if req.future is None:
-                if not req.done:
-                    req.done = True
-                    listened.append((req, status))
-            else:
-                req.wakeup_customer(status)
+            requests.popleft().answer(status, listened)
         if listened:
             self._tell(listened, in_reactor)
 

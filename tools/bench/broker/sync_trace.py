@@ -22,6 +22,16 @@ from typing import Any
 now = time.perf_counter_ns
 
 
+
+def _row(name: str, values: list[int]) -> str:
+    """One summary line: count, p50, p90 and mean of nanosecond durations, in µs."""
+    if not values:
+        return f"{name:44s} -"
+    v = sorted(values)
+    q = lambda p: v[int(p * (len(v) - 1))] / 1e3  # noqa: E731
+    return (f"{name:44s} n={len(v):6d} p50={q(.5):8.1f} p90={q(.9):8.1f} "
+            f"mean={sum(v) / len(v) / 1e3:8.1f} us")
+
 class Timeline:
     def __init__(self) -> None:
         self.appended: dict[int, tuple[int, int]] = {}  # id(request) -> (entered, appended)
@@ -99,13 +109,7 @@ class Timeline:
         lines = [f"rounds {len(rounds)}, sends {len(self.sends)} (middle rounds {lo}..{hi})"]
 
         def row(name: str, values: list[int]) -> None:
-            if not values:
-                lines.append(f"{name:44s} -")
-                return
-            v = sorted(values)
-            q = lambda p: v[int(p * (len(v) - 1))] / 1e3  # noqa: E731
-            lines.append(f"{name:44s} n={len(v):6d} p50={q(.5):8.1f} p90={q(.9):8.1f} "
-                         f"mean={sum(v) / len(v) / 1e3:8.1f} us")
+            lines.append(_row(name, values))
 
         mid = [r for r in rounds[lo:hi] if r[3] and r[5]]
         if mid:
@@ -209,13 +213,7 @@ class HelperTimeline:
         lines = [f"flush helper: rounds {len(rounds)}, sends {len(self.sends)}, reactor reads {len(self.reads)}"]
 
         def row(name: str, values: list[int]) -> None:
-            if not values:
-                lines.append(f"{name:44s} -")
-                return
-            v = sorted(values)
-            q = lambda p: v[int(p * (len(v) - 1))] / 1e3  # noqa: E731
-            lines.append(f"{name:44s} n={len(v):6d} p50={q(.5):8.1f} p90={q(.9):8.1f} "
-                         f"mean={sum(v) / len(v) / 1e3:8.1f} us")
+            lines.append(_row(name, values))
 
         if mid and self.reads:
             t0, t1 = mid[0][0], mid[-1][3]
