@@ -1294,8 +1294,43 @@ _BATCH_MIN = _BATCH_HEAD.size + 2
 def encode_batch(messages: Iterable[Message]) -> bytes:
     """A SEND_BATCH_MESSAGE body (Java ``MessageDecoder.encodeMessages``).
 
-    Each entry's properties string is ``encode_properties``'s joined form written out here (this
-    loop runs once per message of a batch send); a map it does not cover goes to the reference."""
+    The usual batch (str properties, ASCII, no separator inside a key or value, no empty key or
+    map, bytes bodies) is checked once for all its messages: every map's joined form, one string
+    of them all, the separators counted there (each pair gives one \\x01 and one \\x02; a
+    separator inside a key or value, or an empty map's lone \\x02, only adds: the totals match
+    exactly when there is none) and its length is its UTF-8 length. Anything else goes through
+    ``_encode_batch_entries``."""
+    msgs = messages if type(messages) is list else list(messages)
+    try:
+        maps = [m.properties for m in msgs]
+        texts = ["\x02".join(map("\x01".join, p.items())) + "\x02" for p in maps]
+    except (TypeError, AttributeError):  # a None or non-str key or value (or no map)
+        return _encode_batch_entries(msgs)
+    whole = "".join(texts)
+    pairs = sum(map(len, maps))
+    if (not whole.isascii() or whole.count("\x01") != pairs or whole.count("\x02") != pairs
+            or "\x02\x01" in whole or whole[:1] == "\x01"):
+        return _encode_batch_entries(msgs)
+    parts: list[bytes] = []
+    extend = parts.extend
+    pack_head = _BATCH_HEAD.pack
+    pack_len = _I16.pack
+    try:
+        for m, text in zip(msgs, texts):
+            body = m.body
+            n = len(text)
+            if type(body) is not bytes or n > MAX_PROPERTIES_LENGTH:
+                return _encode_batch_entries(msgs)
+            extend((pack_head(_BATCH_MIN + len(body) + n, 0, 0, m.flag, len(body)), body,
+                    pack_len(n), text.encode()))
+    except struct.error:
+        return _encode_batch_entries(msgs)  # raises its CodecError
+    return b"".join(parts)
+
+
+def _encode_batch_entries(messages: Iterable[Message]) -> bytes:
+    """``encode_batch`` entry by entry: each entry's properties string is ``encode_properties``'s
+    joined form written out here; a map it does not cover goes to the reference."""
     parts: list[bytes] = []
     append = parts.append
     pack_head = _BATCH_HEAD.pack

@@ -17,6 +17,7 @@ from rmqwire.codec.message import (
     Message,
     MessageExt,
     MessageSysFlag,
+    _encode_batch_entries,
     _encode_properties_pairs,
     compress,
     compression_type_of,
@@ -241,6 +242,60 @@ def test_batch_encoder_equals_schema_for_any_properties(msgs):
     # encode_batch writes encode_properties' joined form inline: for any map (separators, empty
     # keys, None and non-str values) the same bytes as the Construct schema, or the same error
     assert_same_result_or_error(lambda: encode_batch(msgs), lambda: schema_encode_batch(msgs))
+
+
+ascii_properties = st.dictionaries(
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=6),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=6), min_size=1, max_size=4)
+
+
+@LIGHT
+@given(st.lists(st.builds(Message, topic=st.just("T"), body=st.binary(max_size=8), flag=int32,
+                          properties=ascii_properties), max_size=5))
+def test_usual_batch_is_encoded_whole_as_the_schema(msgs):
+    # the usual batch (ASCII str maps, no separators, bytes bodies) is checked once for all its
+    # messages, never entry by entry, and gives the schema's bytes
+    import rmqwire.codec.message as codec_message
+
+    def refused(_: Any) -> bytes:
+        raise AssertionError("the usual batch went entry by entry")
+
+    saved = codec_message._encode_batch_entries
+    codec_message._encode_batch_entries = refused
+    try:
+        fast = encode_batch(msgs)
+        whole = encode_batch(iter(msgs))  # any iterable
+    finally:
+        codec_message._encode_batch_entries = saved
+    assert fast == whole == schema_encode_batch(msgs)
+
+
+@LIGHT
+@given(st.lists(st.builds(Message, topic=st.just("T"), body=st.binary(max_size=8), flag=int32,
+                          properties=ascii_properties), max_size=4),
+       st.integers(0, 4),
+       st.builds(Message, topic=st.just("T"),
+                 body=st.one_of(st.binary(max_size=8), st.binary(max_size=8).map(bytearray)),
+                 flag=st.one_of(int32, st.integers(2**31, 2**33), st.integers(-(2**33), -(2**31) - 1)),
+                 properties=st.one_of(properties, odd_properties, st.just({}))))
+def test_batch_with_one_odd_message_equals_schema(msgs, at, odd):
+    # one message out of the usual case anywhere in a batch (separators, an empty key or map,
+    # None or non-str values, non-ASCII, a bytearray body, a flag out of range, properties over
+    # the 2-byte length): the schema's bytes, or the entry-by-entry encoder's error (whose words
+    # differ from the schema's for a field out of range)
+    msgs.insert(min(at, len(msgs)), odd)
+    assert_same_result_or_error(lambda: encode_batch(msgs), lambda: _encode_batch_entries(msgs))
+    try:
+        expected = schema_encode_batch(msgs)
+    except CodecError:
+        with pytest.raises(CodecError):
+            encode_batch(msgs)
+    else:
+        assert encode_batch(msgs) == expected
+    msgs.append(Message(topic="T", body=b"x", properties={"k": "v" * 40000}))
+    assert_same_result_or_error(lambda: encode_batch(msgs), lambda: _encode_batch_entries(msgs))
+    with pytest.raises(CodecError):
+        schema_encode_batch(msgs)
 
 
 @LIGHT
