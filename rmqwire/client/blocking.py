@@ -375,6 +375,8 @@ class Waiter:
         wake = self._wake
         if wake is not None:
             direct = inbox._direct
+            if wake is getattr(_thread_wakes, "wake", None):
+                return  # settled in its own thread (it read its answer): it is not waiting
             if (direct is not None and direct.owner == _thread.get_ident() and direct.open
                     and not pending and not inbox._scheduled):
                 # the only call: its caller will write its next one itself (run_here), once
@@ -736,6 +738,87 @@ class _ReactorLock:
         return self
 
 
+#: Longest a caller waits for its own answer holding the reactor lock (any other I/O or a timer
+#: due sooner ends the wait first); after it the reactor reads the answer.
+READ_HERE_LIMIT = 0.05
+#: After a wait ended by other I/O, this many direct runs leave the answer to the reactor.
+READ_HERE_BACKOFF = 64
+_READ = 1  # _read_here read something
+_INTERRUPTED = 2  # _read_here's wait ended by other I/O before the answer
+_POLL_ANSWER = select.POLLIN | select.POLLPRI
+_POLL_OTHER = select.POLLIN
+_read_polls = threading.local()
+
+
+def _read_here(reactor: Any, channel: Any, waiter: Waiter) -> int:
+    """Wait for and read ``waiter``'s answer on ``channel`` in the calling thread, which holds the
+    reactor lock (the reactor waits in epoll): no wake-up of the reactor thread and none of the
+    caller after it. Only while the call is the connection's only one, the socket is read and
+    not written by the reactor (no TLS, nothing queued); the socket is taken out of the reactor's
+    epoll meanwhile (else the answer wakes the reactor too, which then waits for the lock and
+    reads nothing). The wait also watches the reactor's epoll, so any other I/O (a queued call's
+    bell, another connection, a stop) ends it at once, as does the reactor's next timer: then
+    the reactor goes on as if nothing happened, and reads the rest of the answer if any.
+    What is read goes through the reactor's own read step (``_doReadOrWrite``), with writes held
+    to the end as a drain's. Returns _READ when anything was read (the caller then checks the
+    timers), | _INTERRUPTED when other I/O ended the wait."""
+    transport = getattr(channel, "transport", None)
+    if (getattr(transport, "TLS", True) or not getattr(channel, "connected", False)
+            or len(channel.connection) != 1 or transport.dataBuffer or transport._tempDataLen):
+        return 0
+    fd = transport.fileno()
+    reads, writes, selectables = reactor._reads, reactor._writes, reactor._selectables
+    if fd not in reads or fd in writes or selectables.get(fd) is not transport:
+        return 0
+    timeout = reactor.timeout()
+    if timeout is None or timeout > READ_HERE_LIMIT:
+        timeout = READ_HERE_LIMIT
+    if timeout <= 0:
+        return 0
+    epoll = reactor._poller._poller
+    epfd = epoll.fileno()
+    cached = getattr(_read_polls, "poll", None)
+    if cached is None or cached[0] != fd or cached[1] != epfd:
+        poller = select.poll()
+        poller.register(fd, _POLL_ANSWER)
+        poller.register(epfd, _POLL_OTHER)
+        cached = _read_polls.poll = (fd, epfd, poller)
+    poll = cached[2].poll
+    epoll.modify(fd, 0)  # still reported: errors and hang-ups, which end the wait too
+    outcome = 0
+    held = hold_flushes()
+    try:
+        end = time.monotonic() + timeout
+        while not waiter._done:
+            events = poll(timeout * 1000)
+            answered = 0
+            for ready, event in events:
+                if ready == fd:
+                    answered = event
+                else:
+                    answered = -1  # other I/O: the reactor's
+                    break
+            if answered <= 0:
+                if answered < 0:
+                    outcome |= _INTERRUPTED
+                break
+            outcome |= _READ
+            # POLLIN/HUP/ERR/NVAL have epoll's values: the reactor's step for this event
+            reactor._doReadOrWrite(transport, fd, answered & ~select.POLLPRI)
+            if fd not in reads or selectables.get(fd) is not transport:
+                break  # lost, or no longer read
+            timeout = end - time.monotonic()
+            if timeout <= 0:
+                break
+    finally:
+        release_flushes(held)
+        mask = (select.EPOLLIN if fd in reads else 0) | (select.EPOLLOUT if fd in writes else 0)
+        if mask:
+            with contextlib.suppress(OSError):  # closed meanwhile (its number maybe reused)
+                epoll.modify(fd, mask)
+    return outcome
+
+
 class _Inbox:
     """Calls queued by other threads, drained by the reactor thread in one wake-up per burst."""
 
@@ -746,6 +829,7 @@ class _Inbox:
         self._pending: set[Any] = set()  # sinks whose Deferred has not fired (reactor thread)
         self._bell: _Bell | None = None  # set once the reactor reads it; else callFromThread
         self._direct: _ReactorLock | None = None  # set once the reactor holds it
+        self._read_backoff = 0  # direct runs left that do not read their answer (lock holder)
         self.stopped = False
         self.reactor: Any = None
 
@@ -830,6 +914,22 @@ class _Inbox:
                 # first call's deadline, a retry's delay) must wake it
                 if reactor._newTimedCalls or (heap and (heap[0] is not head or heap[0].time < when)):
                     self._wake(reactor)
+                elif self._read_backoff:
+                    self._read_backoff -= 1
+                elif type(sink) is Waiter and not sink._done:
+                    channel = getattr(sink.attempt, "channel", None)
+                    try:
+                        outcome = 0 if channel is None else _read_here(reactor, channel, sink)
+                    except Exception:  # the call is under way all the same: the reactor reads it
+                        log.failure("reading an answer in its caller's thread failed")
+                        outcome = _READ | _INTERRUPTED
+                    if outcome & _INTERRUPTED:
+                        # other I/O came first (many threads sending: their queued calls ring
+                        # the bell): their sends leave the waits for a while
+                        self._read_backoff = READ_HERE_BACKOFF
+                    if outcome & _READ and (reactor._newTimedCalls or (
+                            heap and (heap[0] is not head or heap[0].time < when))):
+                        self._wake(reactor)
         finally:
             direct.release()
         if queued:

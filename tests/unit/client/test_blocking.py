@@ -984,7 +984,9 @@ def test_a_timer_set_by_a_caller_thread_wakes_a_reactor_waiting_without_one(
 def test_callers_settled_under_the_reactor_lock_are_woken_when_it_is_released(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # a caller woken while the holder still runs would find the lock taken (and, on a shared
-    # core, take the CPU from the reactor's pass): the wake-up waits for the release
+    # core, take the CPU from the reactor's pass): the wake-up waits for the release. The holder
+    # here is another thread (as the reactor is); a waiter settled in its own thread (a caller
+    # that read its own answer) is not waiting, and is woken by nobody
     inbox, stub, direct = _stub_inbox(monkeypatch)
     seen: list[Any] = []
     w = Waiter("settled here")
@@ -999,24 +1001,53 @@ def test_callers_settled_under_the_reactor_lock_are_woken_when_it_is_released(
         with pytest.raises(BlockingIOError):  # not written yet
             os.eventfd_read(wake.fd)
 
-    inbox.run_here(settle, None, w)
+    def in_thread(fn: Any, *args: Any) -> None:
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
+                errors.append(e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(WAIT)
+        assert not t.is_alive()
+        if errors:
+            raise errors[0]
+
+    in_thread(inbox.run_here, settle, None, w)  # run by another thread, which holds the lock
     assert seen == [[wake]] and direct.wakes == [] and direct.owner == 0
     assert os.eventfd_read(wake.fd) == 1  # written by the release
     assert w.wait(WAIT) == "done"
     # settled by a thread not holding the lock: woken at once
     other = Waiter("elsewhere")
     assert other._wake is wake
-    other.ok(1)
+    in_thread(other.ok, 1)
     assert os.eventfd_read(wake.fd) == 1 and other.wait(WAIT) == 1
+    # settled in its own thread, holding the lock or not: no wake-up at all
+    own = Waiter("own")
+    inbox.run_here(lambda sink, _: sink.ok(5), None, own)
+    own_free = Waiter("own, lock free")
+    own_free.ok(6)
+    assert direct.wakes == []
+    with pytest.raises(BlockingIOError):
+        os.eventfd_read(wake.fd)
+    assert own.wait(WAIT) == 5 and own_free.wait(WAIT) == 6
     # at shutdown the held wake-ups go out, and later ones at once
-    with direct.lock:
-        direct.owner = threading.get_ident()
-        late = Waiter("late")
-        late.ok(2)
-        assert direct.wakes == [wake]
-        inbox._stop()
-        assert direct.wakes == [] and os.eventfd_read(wake.fd) == 1
-        last = Waiter("last")
-        last.ok(3)
-        assert direct.wakes == [] and os.eventfd_read(wake.fd) == 1
+    late = Waiter("late")
+    last = Waiter("last")
+
+    def shut_down() -> None:
+        with direct.lock:
+            direct.owner = threading.get_ident()
+            late.ok(2)
+            assert direct.wakes == [wake]
+            inbox._stop()
+            assert direct.wakes == [] and os.eventfd_read(wake.fd) == 1
+            last.ok(3)
+            assert direct.wakes == [] and os.eventfd_read(wake.fd) == 1
+
+    in_thread(shut_down)
     assert late.wait(WAIT) == 2 and last.wait(WAIT) == 3
