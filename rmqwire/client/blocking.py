@@ -453,16 +453,22 @@ _light_lock = threading.Lock()
 
 class LightFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     """A ``concurrent.futures.Future`` whose Condition (eight GC-tracked objects, the bulk of a
-    Future's cost) is made only when a thread needs it: ``result()``, ``wait()``, ``done()``...
+    Future's cost) is made only when a thread has to wait on it: ``result()``/``exception()``
+    before it is settled, ``wait()``, ``as_completed()``, ``cancel()``...
 
     Until then ``set_result``, ``set_exception`` and ``add_done_callback`` run under one shared
-    lock. The Condition is made under that lock too, so an operation either completes on the
-    shared lock before it exists or runs on it after (the base class's code): they never mix.
-    Relies on the attribute protocol of CPython's ``concurrent.futures._base`` (3.11-3.13).
+    lock, and a first done-callback is kept in a slot (``_one``), not a list. The Condition is
+    made under that lock too, so an operation either completes on the shared lock before it
+    exists or runs on it after (the base class's code): they never mix. A settled future's
+    ``done()``, ``result()`` and ``exception()`` read it without any lock: FINISHED is final and
+    is written after the outcome (a done-callback calling ``f.result()``, the usual way, makes
+    nothing). Relies on the attribute protocol of CPython's ``concurrent.futures._base``
+    (3.11-3.13).
     """
 
     _waiters: Any = ()  # a list once the Condition exists (wait()/as_completed() append to it)
     _done_callbacks: Any = ()
+    _one: Any = None  # the first done-callback, until the Condition exists (then in the list)
 
     def __init__(self) -> None:  # no super().__init__: it makes the Condition
         self._state = _PENDING
@@ -478,8 +484,12 @@ class LightFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                 cond = self._cond
                 if cond is None:
                     self._waiters = []
-                    if not self._done_callbacks:
-                        self._done_callbacks = []
+                    callbacks = list(self._done_callbacks)
+                    one = self._one
+                    if one is not None:
+                        self._one = None
+                        callbacks.insert(0, one)  # added first: it runs first
+                    self._done_callbacks = callbacks
                     cond = self._cond = threading.Condition()
         return cond
 
@@ -488,7 +498,9 @@ class LightFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             with _light_lock:
                 if self._cond is None:
                     if self._state not in _SETTLED:
-                        if self._done_callbacks:
+                        if self._one is None and not self._done_callbacks:
+                            self._one = fn
+                        elif self._done_callbacks:
                             self._done_callbacks.append(fn)
                         else:
                             self._done_callbacks = [fn]
@@ -504,17 +516,49 @@ class LightFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                 return
         super().add_done_callback(fn)
 
+    def done(self) -> bool:
+        if self._state is _FINISHED:
+            return True
+        return super().done()
+
+    def result(self, timeout: float | None = None) -> Any:
+        if self._state is _FINISHED:
+            error = self._exception
+            if error is None:
+                return self._result
+            try:
+                raise error
+            finally:
+                error = None  # as the base class: no cycle through this frame
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state is _FINISHED:
+            return self._exception
+        return super().exception(timeout)
+
     def _settle_light(self, result: Any, exception: BaseException | None) -> bool:
         """Settle without a Condition when none exists; False when the base class must."""
         with _light_lock:
             if self._cond is not None:
                 return False
-            if self._state in _SETTLED:
-                raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
-            self._result = result
-            self._exception = exception
-            self._state = _FINISHED
-        self._invoke_callbacks()
+            settled = self._state in _SETTLED
+            if not settled:
+                self._result = result
+                self._exception = exception
+                self._state = _FINISHED
+                one = self._one  # taken under the lock: a Condition made from now on finds none
+                if one is not None:
+                    self._one = None
+        if settled:  # outside the lock: repr() makes the Condition, under that lock
+            raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+        if one is not None:
+            try:
+                one(self)
+            except Exception:
+                concurrent.futures._base.LOGGER.exception("exception calling callback for %r", self)
+        if self._done_callbacks:
+            self._invoke_callbacks()
         return True
 
     def set_result(self, result: Any) -> None:
@@ -609,13 +653,17 @@ class SinkFuture(LightFuture):
 
     def ok(self, result: Any) -> None:
         _call_ended(self)
-        with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled at shutdown
+        try:
             self.set_result(result)
+        except concurrent.futures.InvalidStateError:  # settled at shutdown, or cancelled
+            pass
 
     def fail(self, failure: Failure) -> None:
         _call_ended(self)
-        with contextlib.suppress(concurrent.futures.InvalidStateError):
+        try:
             self.set_exception(failure.value)
+        except concurrent.futures.InvalidStateError:
+            pass
 
 
 class _Bell:

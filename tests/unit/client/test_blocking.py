@@ -568,6 +568,52 @@ def test_light_future_is_a_future_settled_without_a_condition() -> None:
     assert "raised Boom" in repr(g)
 
 
+def test_a_settled_light_future_is_read_without_a_condition() -> None:
+    # a done-callback reading the outcome (the usual way) makes no Condition, nor does a second
+    # settle, which raises without waiting on the shared lock it holds (repr makes the Condition)
+    f = LightFuture()
+    seen: list[Any] = []
+    f.add_done_callback(lambda g: seen.append((g.done(), g.result(0), g.exception(0))))
+    f.set_result(5)
+    assert seen == [(True, 5, None)] and f._cond is None
+    errors: list[BaseException] = []
+
+    def settle_again() -> None:
+        try:
+            f.set_exception(Boom())
+        except concurrent.futures.InvalidStateError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=settle_again, daemon=True)
+    t.start()
+    t.join(WAIT)
+    assert not t.is_alive() and len(errors) == 1 and "returned int" in str(errors[0])
+    g = LightFuture()
+    boom = Boom("y")
+    g.set_exception(boom)
+    assert g.exception(0) is boom and g._cond is None
+    with pytest.raises(Boom) as info:
+        g.result(0)
+    assert info.value is boom and g._cond is None
+
+
+def test_light_future_callbacks_keep_their_order_across_the_condition() -> None:
+    # the first callback waits in a slot of its own; a Condition made later puts it first
+    h = LightFuture()
+    order: list[int] = []
+    h.add_done_callback(lambda _: order.append(1))
+    h.add_done_callback(lambda _: order.append(2))
+    assert concurrent.futures.wait([h], timeout=0).not_done == {h}  # makes the Condition
+    assert h._cond is not None
+    h.add_done_callback(lambda _: order.append(3))
+    h.set_result(0)
+    assert order == [1, 2, 3]
+    k = LightFuture()
+    k.add_done_callback(lambda _: order.append(4))
+    k.set_result(0)  # the slot alone
+    assert order == [1, 2, 3, 4] and k._cond is None
+
+
 def test_light_future_wait_cancel_and_module_functions() -> None:
     # result() in another thread, wait(), as_completed(), cancel(): the base class's code on
     # the Condition made when first needed; a callback added before still runs once
