@@ -39,6 +39,10 @@ from rmqwire.errors import (
 _HEADER_WORD = struct.Struct(">i")
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
+#: How far a call's deadline may fall before the latest one sent while the pending calls are
+#: still walked in send order (a send's budget less the milliseconds it took to get going).
+ORDER_SLACK = 0.01
+_NEVER = float("-inf")
 
 
 class ConnectionState(enum.Enum):
@@ -132,7 +136,13 @@ class RemotingConnection:
         self._decoder = FrameDecoder(max_frame_length)
         self._next_opaque = first_opaque
         self._pending: dict[int, PendingCall] = {}  # insertion order is send order
-        self._deadlines: list[tuple[float, int, PendingCall]] = []  # lazy-deletion min-heap
+        # Calls usually come due in the order they were sent (one timeout, pipelined or one by
+        # one): then the pending table, in send order, is the deadline queue and nothing else is
+        # kept per call. A call due more than ORDER_SLACK before one sent earlier turns on a
+        # lazy-deletion min-heap of every deadline, used until no call is pending.
+        self._ordered = True
+        self._latest = _NEVER  # the latest deadline sent while ordered
+        self._deadlines: list[tuple[float, int, PendingCall]] = []  # the heap, when not ordered
         self._seq = 0  # heap tie-breaker, so PendingCalls are never compared
         self.state = ConnectionState.OPEN
         self.error: RemoteProtocolError | None = None
@@ -160,6 +170,19 @@ class RemotingConnection:
 
     def next_deadline(self) -> float | None:
         """The earliest deadline among pending calls, or None."""
+        if self._ordered:
+            # a call due more than ORDER_SLACK after the earliest so far: every later one is due
+            # after that earliest one (no call is due ORDER_SLACK before one sent earlier)
+            best = None
+            for call in self._pending.values():
+                deadline = call.deadline
+                if deadline is None:
+                    continue
+                if best is None or deadline < best:
+                    best = deadline
+                elif deadline > best + ORDER_SLACK:
+                    break
+            return best
         heap = self._deadlines
         while heap and self._pending.get(heap[0][2].opaque) is not heap[0][2]:
             heapq.heappop(heap)  # answered, cancelled or expired since it was pushed
@@ -204,10 +227,12 @@ class RemotingConnection:
         return encode_frame(cmd.with_opaque(opaque), self.serialize_type)
 
     def _send(self, code: int, two_way: Any, frame: Any, request: Any, deadline: float | None,
-              timeout: float | None, token: Any, scanned: bool = False) -> tuple[int, bytes]:
-        """A request's opaque, its frame (``frame(request, opaque)``) and, two-way, its pending call:
-        the one path of ``send_request`` and ``send_prepared`` (checks and the usual opaque inline,
-        as it runs once per request on every connection)."""
+              timeout: float | None, token: Any, scanned: bool = False,
+              call: PendingCall | None = None) -> tuple[int, bytes]:
+        """A request's opaque, its frame (``frame(request, opaque)``) and, two-way, its pending call
+        (``call`` when given, its fields set here, else a new one): the one path of
+        ``send_request`` and ``send_prepared`` (checks and the usual opaque inline, as it runs
+        once per request on every connection)."""
         if self.state is not ConnectionState.OPEN:
             self._check_open("send a request")
         pending = self._pending
@@ -223,14 +248,46 @@ class RemotingConnection:
             self._next_opaque = opaque + 1
         data = frame(request, opaque)
         if two_way:
-            call = PendingCall(opaque, code, deadline, timeout, token, scanned)
+            if call is None:
+                call = PendingCall(opaque, code, deadline, timeout, token, scanned)
+            else:
+                call.opaque = opaque
+                call.code = code
+                call.deadline = deadline
+                call.timeout = timeout
+                call.token = token
+                call.scanned = scanned
+            if not pending:  # nothing pending: any order starts afresh
+                self._latest = _NEVER
+                if not self._ordered:
+                    self._ordered = True
+                    self._deadlines = []
             pending[opaque] = call
             if deadline is not None:
-                self._seq += 1
-                heapq.heappush(self._deadlines, (deadline, self._seq, call))
-                if len(self._deadlines) > 2 * len(pending) + 64:
-                    self._compact()
+                if self._ordered:
+                    if deadline > self._latest:
+                        self._latest = deadline
+                    elif deadline < self._latest - ORDER_SLACK:
+                        self._to_heap()
+                else:
+                    self._seq += 1
+                    heapq.heappush(self._deadlines, (deadline, self._seq, call))
+                    if len(self._deadlines) > 2 * len(pending) + 64:
+                        self._compact()
         return opaque, data
+
+    def _to_heap(self) -> None:
+        """Calls no longer come due in send order: every pending deadline into the heap."""
+        self._ordered = False
+        heap = []
+        seq = 0  # tie-breakers in send order, distinct: PendingCalls are never compared
+        for call in self._pending.values():
+            if call.deadline is not None:
+                seq += 1
+                heap.append((call.deadline, seq, call))
+        heapq.heapify(heap)
+        self._deadlines = heap
+        self._seq = seq
 
     def send_prepared(
         self,
@@ -240,14 +297,17 @@ class RemotingConnection:
         timeout: float | None = None,
         token: Any = None,
         scanned: bool = False,
+        call: PendingCall | None = None,
     ) -> tuple[int, bytes]:
         """``send_request`` for a two-way request framed but for its opaque (JSON headers only:
         the caller checks ``serialize_type``). ``scanned``: a response whose JSON header
-        ``scan_json_header`` accepts comes as a ``ScannedResponseReceived``, undecoded."""
+        ``scan_json_header`` accepts comes as a ``ScannedResponseReceived``, undecoded. ``call``:
+        the pending call to fill in (the caller's own object, e.g. a receiver that is its own
+        call) instead of a new one."""
         if scanned:
             self._scanning = True
         return self._send(request.code, True, PreparedRequest.frame, request, deadline, timeout, token,
-                          scanned)
+                          scanned, call)
 
     def send_prepared_oneway(self, request: PreparedRequest) -> bytes:
         """The frame of a oneway request framed but for its opaque (its template carries the
@@ -341,6 +401,23 @@ class RemotingConnection:
     def expire(self, now: float) -> list[PendingCall]:
         """Drop and return the calls whose deadline is <= ``now``, earliest first."""
         expired: list[PendingCall] = []
+        pending = self._pending
+        if self._ordered:
+            # in send order, up to a call due more than ORDER_SLACK later (none after it is due)
+            limit = now + ORDER_SLACK
+            for call in pending.values():
+                deadline = call.deadline
+                if deadline is None:
+                    continue
+                if deadline <= now:
+                    expired.append(call)
+                elif deadline > limit:
+                    break
+            for call in expired:
+                del pending[call.opaque]
+            if len(expired) > 1:
+                expired.sort(key=_deadline_of)  # stable: equal deadlines in send order
+            return expired
         heap = self._deadlines
         while heap and heap[0][0] <= now:
             _, _, call = heapq.heappop(heap)
@@ -361,4 +438,10 @@ class RemotingConnection:
         lost = list(self._pending.values())
         self._pending.clear()
         self._deadlines.clear()
+        self._ordered = True
+        self._latest = _NEVER
         return lost
+
+
+def _deadline_of(call: PendingCall) -> float:
+    return call.deadline  # type: ignore[return-value]  # only calls with one are sorted

@@ -278,7 +278,8 @@ class RemotingProtocol(Protocol):
         connection sends JSON headers and has no RPC hooks (as ``invoke_prepared``), else as its
         command. ``scanned`` (a ``ScanReceiver``): then a response whose JSON header the fast scan
         accepts goes to ``receiver.answered_scan`` undecoded (with hooks, never: after_response
-        reads the command)."""
+        reads the command). A receiver that is a ``PendingCall`` is the pending call itself (no
+        call object of its own per request)."""
         conn = self.connection
         if self.config.rpc_hooks or conn.serialize_type is not SerializeType.JSON:
             return self.invoke_direct(request.command(), timeout, receiver)
@@ -289,13 +290,16 @@ class RemotingProtocol(Protocol):
         now = self.reactor.seconds()
         deadline = now + timeout
         opaque, data = conn.send_prepared(request, deadline, timeout=timeout, token=receiver,
-                                          scanned=scanned)
+                                          scanned=scanned,
+                                          call=receiver if isinstance(receiver, PendingCall) else None)
         self._call_written(data, now, deadline)
         return opaque
 
     def forget(self, opaque: int) -> None:
         """Drop the pending call ``opaque`` (its caller gave up): no outcome reaches it."""
-        self.connection.cancel(opaque)
+        call = self.connection.cancel(opaque)
+        if call is not None:
+            call.token = None  # a receiver that is its own call refers to itself
         self._notify_drained()
 
     def invoke_prepared(self, request: PreparedRequest, timeout: float | None = None) -> Deferred[RemotingCommand]:

@@ -102,6 +102,7 @@ from rmqwire.errors import (
     RequestTimeoutError,
 )
 from rmqwire.model import MessageQueue
+from rmqwire.remoting.connection import PendingCall
 
 #: Java ``DefaultMQProducer.retryResponseCodes``.
 RETRY_RESPONSE_CODES = frozenset({
@@ -1281,15 +1282,20 @@ def _cancel_send(d: _SendDeferred) -> None:
         attempt.cancel()
 
 
-class _FirstAttempt:
+class _FirstAttempt(PendingCall):
     """The first attempt of ``_send_default``'s common case, the channel's receiver: the response
     straight to the SendResult and into the sink (``ok``/``fail``); a failure handed to the general
     path as the outcome of its own first attempt, whose outcome then settles the sink. Whatever
-    the outcome, the send's in-flight token (if any) is given back first."""
+    the outcome, the send's in-flight token (if any) is given back first.
 
-    __slots__ = ("p", "msg", "mode", "info", "mq", "addr", "begin", "timeout", "now", "cur",
-                 "command", "header", "body", "sink", "tokens", "channel", "opaque", "fallback",
-                 "request")
+    It is also its own pending call on the connection (``invoke_direct_prepared``: the opaque,
+    deadline and timeout slots are the connection's), so an in-flight send holds one object
+    here, not two."""
+
+    __slots__ = ("p", "msg", "mode", "info", "mq", "addr", "begin", "timeout_ms", "now", "cur",
+                 "command", "header", "body", "sink", "tokens", "channel", "fallback", "request")
+
+    __repr__ = object.__repr__  # the dataclass's would read call slots that may be unset
 
     def __init__(self, p: Producer, msg: CodecMessage, mode: CommunicationMode,
                  info: TopicPublishInfo, mq: MessageQueue, addr: str, begin: int, timeout_ms: int,
@@ -1301,7 +1307,7 @@ class _FirstAttempt:
         self.mq = mq
         self.addr = addr
         self.begin = begin
-        self.timeout = timeout_ms
+        self.timeout_ms = timeout_ms
         self.now = now
         self.cur = timeout_ms
         self.command: Any = None
@@ -1446,7 +1452,7 @@ class _FirstAttempt:
 
     def _loop(self) -> _DefaultSend:
         """The retry loop as it stands after this attempt."""
-        loop = _DefaultSend(self.p, self.msg, self.mode, self.begin, self.timeout, self.info)
+        loop = _DefaultSend(self.p, self.msg, self.mode, self.begin, self.timeout_ms, self.info)
         loop.mq = self.mq
         loop.brokers_sent.append(self.mq.broker_name)
         loop.prev = self.now

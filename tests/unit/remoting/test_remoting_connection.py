@@ -238,6 +238,48 @@ def test_heap_compaction_keeps_deadlines_right() -> None:
     assert opaques(conn.expire(1000.0)) == [survivor]
 
 
+def test_calls_due_in_send_order_keep_no_heap_and_expire_exactly() -> None:
+    # one timeout, each budget a millisecond or so short of the last: no heap, and each call
+    # still expires at its own deadline, earliest first
+    conn = RemotingConnection()
+    deadlines = [3.000, 3.001, 2.999, 3.004, 3.003, 3.010]  # within ORDER_SLACK of the latest
+    ops = [conn.send_request(ROUTE, d)[0] for d in deadlines]
+    assert conn._deadlines == [] and conn._ordered
+    assert conn.next_deadline() == 2.999
+    assert opaques(conn.expire(2.9995)) == [ops[2]]
+    assert conn.next_deadline() == 3.000
+    assert opaques(conn.expire(3.003)) == [ops[0], ops[1], ops[4]]
+    assert conn.next_deadline() == 3.004
+    assert opaques(conn.expire(3.010)) == [ops[3], ops[5]]
+    assert conn.next_deadline() is None
+
+
+def test_a_call_due_well_before_an_earlier_one_turns_the_heap_on_until_none_is_pending() -> None:
+    conn = RemotingConnection()
+    late = [conn.send_request(ROUTE, 3.0 + i / 1000)[0] for i in range(3)]
+    soon, _ = conn.send_request(ROUTE, 1.0)  # a shorter timeout: out of order
+    assert not conn._ordered and len(conn._deadlines) == 4
+    assert conn.next_deadline() == 1.0
+    assert opaques(conn.expire(1.0)) == [soon]
+    assert opaques(conn.expire(5.0)) == late
+    conn.send_request(ROUTE, 9.0)  # nothing was pending: in order again
+    assert conn._ordered and conn._deadlines == []
+    assert conn.next_deadline() == 9.0
+
+
+def test_the_heap_made_with_calls_without_deadline_keeps_distinct_tie_breakers() -> None:
+    # calls with no deadline are not in the heap: the sends after it must not reuse a
+    # tie-breaker (equal deadlines would then compare their calls)
+    conn = RemotingConnection()
+    a, _ = conn.send_request(ROUTE, 3.0)
+    conn.send_request(ROUTE, None)
+    conn.send_request(ROUTE, None)
+    b, _ = conn.send_request(ROUTE, 1.0)  # the heap: one entry per call with a deadline
+    c, _ = conn.send_request(ROUTE, 1.0)
+    d, _ = conn.send_request(ROUTE, 3.0)
+    assert opaques(conn.expire(3.0)) == [b, c, a, d]
+
+
 def test_opaque_reused_after_wrap_does_not_revive_a_stale_deadline() -> None:
     conn = RemotingConnection(first_opaque=2**31 - 1)
     old, _ = conn.send_request(ROUTE, 1.0)
@@ -472,6 +514,17 @@ class PendingCallsMachine(RuleBasedStateMachine):
     @rule(delay=st.none() | st.integers(0, 20))
     def send(self, delay: int | None) -> None:
         deadline = None if delay is None else self.now + delay
+        opaque, data = self.client.send_request(ROUTE, deadline, token=opaque_token(deadline))
+        assert opaque not in self.model
+        self.model[opaque] = deadline
+        (event,) = self.server.receive_data(data)
+        self.requests[opaque] = event.command
+
+    @rule(jitter=st.integers(-25, 5))
+    def send_near(self, jitter: int) -> None:
+        # near the latest deadline pending: in send order within ORDER_SLACK (10 ms), or not
+        latest = max((d for d in self.model.values() if d is not None), default=self.now + 5)
+        deadline = max(self.now, latest + jitter / 1000)
         opaque, data = self.client.send_request(ROUTE, deadline, token=opaque_token(deadline))
         assert opaque not in self.model
         self.model[opaque] = deadline

@@ -39,6 +39,7 @@ from rmqwire.remoting.config import (
     JAVA_SERVER_CONFIG,
     RemotingConfig,
 )
+from rmqwire.remoting.connection import PendingCall
 from rmqwire.remoting.dispatcher import Dispatcher, HeldResponse, RequestContext
 from rmqwire.remoting.hooks import AclClientRPCHook
 from rmqwire.remoting.protocol import RemotingProtocol, drain
@@ -1012,6 +1013,43 @@ def test_a_scanned_call_gets_its_response_undecoded_and_other_calls_their_comman
     assert isinstance(cmd, RemotingCommand) and cmd.remark == "r"
     assert _sync.successResultOf(d).ext_fields == {"k": "v"}
     assert h.proto.pending_count == 0
+
+
+class CallReceiver(PendingCall):
+    """A scan receiver that is its own pending call (as the producer's first attempt)."""
+
+    __slots__ = ("outcomes", "request")
+    __repr__ = object.__repr__
+
+    def __init__(self) -> None:  # no PendingCall fields: the connection fills them in
+        self.outcomes: list[Any] = []
+        self.request = None
+
+    answered_scan = ScanReceiver.answered_scan
+    answered = Receiver.answered
+    failed = Receiver.failed
+    raises = False
+
+
+def test_a_receiver_that_is_a_pending_call_is_the_call_itself() -> None:
+    h = Harness()
+    answered, timed_out, forgotten = CallReceiver(), CallReceiver(), CallReceiver()
+    for r, timeout in ((answered, 3.0), (timed_out, 1.0), (forgotten, 3.0)):
+        h.proto.invoke_direct_prepared(_prepared(), timeout, r, True)
+    pending = h.proto.connection.pending
+    assert [pending[o] for o in (0, 1, 2)] == [answered, timed_out, forgotten]  # no call objects
+    assert (timed_out.opaque, timed_out.code, timed_out.deadline, timed_out.timeout, timed_out.scanned) == (
+        1, ROUTE.code, 1.0, 1.0, True)
+    h.proto.dataReceived(_response_frame(0, remark="r"))
+    assert answered.outcomes == [("scan", 0, "r", None, None)] and answered.token is None
+    h.proto.forget(2)
+    assert forgotten.token is None  # no cycle through itself left behind
+    h.clock.advance(1.0)
+    (err,) = timed_out.outcomes
+    assert isinstance(err, RemotingTimeoutError) and "after 1 s" in str(err)
+    assert timed_out.token is None and h.proto.pending_count == 0
+    h.clock.advance(5.0)
+    assert forgotten.outcomes == [] and len(answered.outcomes) == 1
 
 
 def test_a_scanned_call_gets_a_header_the_scan_declines_as_its_command() -> None:
