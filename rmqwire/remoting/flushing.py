@@ -78,7 +78,10 @@ class FlushingWrites:
             # while the queue is not empty (doWrite stops it once empty): no addWriter per frame
             conn._tempDataBuffer.append(data)
             conn._tempDataLen += len(data)
-            if conn.producer is not None and len(conn.dataBuffer) + conn._tempDataLen > conn.bufferSize:
+            # a producer paused already (pipelined sends keep the queue past bufferSize) is
+            # not paused again per frame: Twisted's doWrite resumes it once the queue drains
+            if (conn.producer is not None and not conn.producerPaused
+                    and len(conn.dataBuffer) + conn._tempDataLen > conn.bufferSize):
                 conn._maybePauseProducer()
         elif (type(data) is not bytes or not data or not conn.connected or conn.disconnecting
               or conn._writeDisconnected or conn.dataBuffer or conn._tempDataLen or conn.TLS):
