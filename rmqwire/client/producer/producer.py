@@ -602,16 +602,10 @@ class Producer:
         With a ``sink``: None when the first attempt went out (it settles the sink and gives
         ``tokens`` back when the send ends), else the Deferred of the general path. Without one,
         always a Deferred."""
-        info = self.publish_info.get(msg.topic)
-        if (info is None or not info.message_queues or mode is CommunicationMode.ONEWAY
-                or self.fault_strategy.send_latency_fault_enable):
+        pick = None if mode is CommunicationMode.ONEWAY else self._first_pick(msg.topic)
+        if pick is None:
             return _DefaultSend(self, msg, mode, begin, timeout_ms).start()
-        mq = info.select_one()  # MQFaultStrategy's first pick without the latency strategy
-        assert mq is not None
-        instance = self._instance()
-        addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
-        if addr is not None and self.client_config.vip_channel_enabled:
-            addr = _vip_address(addr)
+        info, mq, instance, addr = pick
         channel = instance.open_broker_channel(addr) if addr is not None else None
         now = self._now_ms()
         cur = timeout_ms - (now - begin)
@@ -628,15 +622,8 @@ class Producer:
                 and cur > cap):
             cur = cap
         attempt.cur = cur
-        rc = instance.remoting.config
         try:
-            prepared = None
-            if not rc.rpc_hooks and rc.serialize_type is SerializeType.JSON:
-                prepared = self._send_prepared(msg, mq, now, instance, attempt)
-            if prepared is None:
-                command, header, body = attempt.command, attempt.header, attempt.body = self._send_request(
-                    msg, mq, now, instance)
-                request = command.request(header, body, language=rc.language, version=rc.version)
+            request = self._first_request(msg, mq, now, instance, attempt)
         except Exception:
             # as a failed send_kernel: the sync loop judges it, an async send fails with it
             if mode is CommunicationMode.SYNC:
@@ -646,8 +633,8 @@ class Producer:
             return sink if own else None
         try:
             seconds = (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000
-            if prepared is not None:
-                attempt.opaque = channel.invoke_direct_prepared(prepared, seconds, attempt, True)
+            if type(request) is PreparedRequest:
+                attempt.opaque = channel.invoke_direct_prepared(request, seconds, attempt, True)
             else:
                 attempt.opaque = channel.invoke_direct(request, seconds, attempt)
         except Exception:
@@ -662,15 +649,10 @@ class Producer:
         full, no latency fault strategy), else the Deferred of the general path, which then
         behaves as if it picked that queue (a failed write: as its failed attempt)."""
         try:
-            info = self.publish_info.get(msg.topic)
-            if info is None or not info.message_queues or self.fault_strategy.send_latency_fault_enable:
+            pick = self._first_pick(msg.topic)
+            if pick is None:
                 return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms).start()
-            mq = info.select_one()  # MQFaultStrategy's first pick without the latency strategy
-            assert mq is not None
-            instance = self._instance()
-            addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
-            if addr is not None and self.client_config.vip_channel_enabled:
-                addr = _vip_address(addr)
+            info, mq, instance, addr = pick
             gated = instance.oneway_broker_channel(addr) if addr is not None else None
             now = self._now_ms()
             if gated is None or timeout_ms < now - begin:
@@ -679,15 +661,11 @@ class Producer:
         except Exception:
             return defer.fail()
         try:
-            rc = instance.remoting.config
-            prepared = None
-            if not rc.rpc_hooks and rc.serialize_type is SerializeType.JSON:
-                prepared = self._send_prepared(msg, mq, now, instance, oneway=True)
-            if prepared is not None:
-                channel.write_oneway_prepared(prepared)
+            request = self._first_request(msg, mq, now, instance, oneway=True)
+            if type(request) is PreparedRequest:
+                channel.write_oneway_prepared(request)
             else:
-                command, header, body = self._send_request(msg, mq, now, instance)
-                channel.write_oneway(command.request(header, body, language=rc.language, version=rc.version))
+                channel.write_oneway(request)
         except Exception:
             # as the general path's failed send_kernel (fault item, "Send [1] times" error)
             loop = _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info)
@@ -700,6 +678,21 @@ class Producer:
         # memory stays bounded by the slots, and no general path (a Deferred chain) per send
         # while the socket catches up
         return gate.written_past() if gate.paused else None
+
+    def _first_pick(self, topic: str) -> tuple[TopicPublishInfo, MessageQueue, ClientInstance, str | None] | None:
+        """``sendDefaultImpl``'s first queue in its common case (the route cached, no latency
+        fault strategy): the route, the queue, the client instance and the address of the
+        queue's master (VIP port when enabled; None when the route has none); else None."""
+        info = self.publish_info.get(topic)
+        if info is None or not info.message_queues or self.fault_strategy.send_latency_fault_enable:
+            return None
+        mq = info.select_one()  # MQFaultStrategy's first pick without the latency strategy
+        assert mq is not None
+        instance = self._instance()
+        addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
+        if addr is not None and self.client_config.vip_channel_enabled:
+            addr = _vip_address(addr)
+        return info, mq, instance, addr
 
     def _metered(self, result: Any, msg: CodecMessage, begin: int) -> Any:
         assert self.metrics is not None
@@ -913,25 +906,29 @@ class Producer:
         d = instance.broker_call(addr, command, header, body=body, timeout=remaining)
         return d.addCallback(self.process_send_response, msg, broker_name, addr)
 
-    def _send_prepared(
+    def _first_request(
         self, msg: CodecMessage, mq: MessageQueue, now: int, instance: ClientInstance,
         attempt: _FirstAttempt | None = None, oneway: bool = False,
-    ) -> PreparedRequest | None:
-        """``_send_request``'s request framed from the topic's template (``SendRequestTemplate``,
-        one per command, topic, broker and oneway flag): only the queue id, sysFlag, born
-        timestamp, flag, properties and body change from one send to the next. Sets ``attempt``'s
-        command and body; its header is built only if a retry needs it. None for what the
-        template does not cover (V1 headers, a retry topic's reconsume fields, a flag out of the
-        int32 range): the typed path then builds the request."""
+    ) -> PreparedRequest | RemotingCommand:
+        """The request of a send's first attempt (``_send_request``'s): framed from the topic's
+        template (``SendRequestTemplate``, one per command, topic, broker and oneway flag: only
+        the queue id, sysFlag, born timestamp, flag, properties and body change from one send to
+        the next) when the connection writes JSON headers without RPC hooks, else the typed
+        command (also for what the template does not cover: V1 headers, a retry topic's
+        reconsume fields, a flag out of the int32 range). Sets ``attempt``'s command and body,
+        and its header when typed (a template's is built only if a retry needs it)."""
+        rc = instance.remoting.config
         batch = isinstance(msg, _Batch)
         config = self.config
         topic = msg.topic
-        if not (config.send_smart_msg or batch) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return None
+        if (rc.rpc_hooks or rc.serialize_type is not SerializeType.JSON
+                or not (config.send_smart_msg or batch) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+            return self._typed_request(msg, mq, now, instance, attempt)
         try:
             properties, quoted, sys_flag, body = self._prepare_send(msg, batch, instance)
         except ValueError:
-            return None  # a map encode_properties refuses: the typed path raises it
+            # a map encode_properties refuses: the typed path raises it
+            return self._typed_request(msg, mq, now, instance, attempt)
         props = msg.properties
         command: Any = (SendReplyMessageV2 if props.get(PropertyKey.MESSAGE_TYPE) == REPLY_MESSAGE_FLAG
                         else SendBatchMessage if batch else SendMessageV2)
@@ -942,11 +939,19 @@ class Producer:
         try:
             prepared = template.request(mq.queue_id, sys_flag, now, msg.flag, properties, body, quoted)
         except ValueError:
-            return None
+            return self._typed_request(msg, mq, now, instance, attempt)
         if attempt is not None:
             attempt.command = command
             attempt.body = body
         return prepared
+
+    def _typed_request(self, msg: CodecMessage, mq: MessageQueue, now: int, instance: ClientInstance,
+                       attempt: _FirstAttempt | None) -> RemotingCommand:
+        command, header, body = self._send_request(msg, mq, now, instance)
+        if attempt is not None:
+            attempt.command, attempt.header, attempt.body = command, header, body
+        rc = instance.remoting.config
+        return command.request(header, body, language=rc.language, version=rc.version)  # type: ignore[no-any-return]
 
     def _prepare_send(
         self, msg: CodecMessage, batch: bool, instance: ClientInstance

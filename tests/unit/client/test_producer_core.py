@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from rmqwire.client.instance import ClientManager
 from rmqwire.client.message import Message, SendResult, SendStatus
 from rmqwire.client.producer import Producer
+from rmqwire.codec.codes import SerializeType
 from rmqwire.codec.message import decode_batch, decode_properties
 from rmqwire.errors import (
     MessageIllegalError,
@@ -86,6 +87,24 @@ def test_send_v2_carries_java_header_and_properties() -> None:
     assert r.message_queue == MessageQueue("T", "broker-a", h.e)
     assert r.offset_msg_id.startswith("7F00000100002A9F") and r.queue_offset == 0
     assert r.region_id == "DefaultRegion" and r.trace_on
+
+
+@pytest.mark.parametrize("options", [{"serialize_type": SerializeType.ROCKETMQ}, {"access_key": "ak", "secret_key": "sk"}])
+def test_warm_sends_without_a_json_template_are_typed_and_the_same(options: dict[str, Any]) -> None:
+    # a ROCKETMQ header or an RPC hook: the first attempt (and a oneway) is the typed request,
+    # sent as a JSON template's would be
+    w = World()
+    w.add_topic("T")
+    p = started(w, warm=True, **options)
+    m = Message("T", b"typed", tags="TagA", properties={"a": "1"})
+    r = send(w, p.send_async(m))
+    send(w, p.send_oneway(Message("T", b"oneway")))
+    first, oneway = all_sends(w)
+    assert first.code == 310 and first.body == b"typed" and oneway.body == b"oneway"
+    assert decode_properties(first.header.i) == {"TAGS": "TagA", "WAIT": "true", "a": "1",
+                                                 "UNIQ_KEY": m.unique_key}
+    assert r.status is SendStatus.SEND_OK and r.msg_id == m.unique_key
+    assert r.message_queue == MessageQueue("T", first.header.n, first.header.e)
 
 
 def test_first_connection_to_a_broker_carries_a_heartbeat_first() -> None:
