@@ -6,6 +6,11 @@ the other against the same broker and topic, 1 KiB bodies, compression off, each
 pinned to the same core when ``taskset``/sched_setaffinity allow. Printed: TPS, mean and p99
 latency for both and the ratio rmqwire/Java, with the conditions (pinning, load average).
 
+Neither client gets a warmer broker than the other: the broker is first warmed by an uncounted
+Java async run (``--broker-warmup`` seconds; a fresh JVM broker is markedly slower until its JIT has
+compiled the send path), and the client that runs first alternates from scenario to scenario
+(``first`` in each row).
+
     python -m tools.bench.producer [--seconds 10] [--namesrv ADDR --broker ADDR] [--json]
 
 Without ``--namesrv`` an official 5.3.3 NameServer + Broker is started for the run.
@@ -83,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--core", type=int, default=1, help="core the client processes are pinned to")
     ap.add_argument("--inflight", type=int, default=1024, help="async window (both clients)")
     ap.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
+    ap.add_argument("--broker-warmup", type=int, default=5,
+                    help="seconds of uncounted Java async sends before the first scenario")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     cluster = None
@@ -99,21 +106,26 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"rmqwire_bench_{uuid.uuid4().hex[:8]}"
         create_topic(broker, topic, queues=8, namesrv_addr=namesrv)
         with JavaProducerTool(namesrv) as tool:
-            for name, mode, threads in SCENARIOS:
-                if a.only and name not in a.only:
-                    continue
+            if a.broker_warmup > 0:
+                run_java(tool, topic, "async", 1, a.broker_warmup, core, a.inflight)
+            chosen = [s for s in SCENARIOS if not a.only or s[0] in a.only]
+            for i, (name, mode, threads) in enumerate(chosen):
                 load0 = os.getloadavg()
+                java_first = i % 2 == 1
+                java_args = (tool, topic, JAVA_MODE.get(mode, mode), threads, a.seconds, core, a.inflight)
                 try:
+                    java = run_java(*java_args) if java_first else None
                     ours = run_rmqwire(namesrv, topic, mode, threads, a.seconds, core, a.inflight)
-                    java = run_java(tool, topic, JAVA_MODE.get(mode, mode), threads, a.seconds, core,
-                                    a.inflight)
+                    if java is None:
+                        java = run_java(*java_args)
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     # one broken run (an overloaded shared machine) must not lose the others
                     rows.append({"scenario": name, "error": str(e)[:500]})
                     if not a.json:
                         print(f"{name:<11} FAILED: {str(e)[:300]}", flush=True)
                     continue
-                rows.append({"scenario": name, "rmqwire": ours, "java": java,
+                rows.append({"scenario": name, "first": "java" if java_first else "rmqwire",
+                             "rmqwire": ours, "java": java,
                              "ratio": ours["tps"] / java["tps"] if java["tps"] else None,
                              "load_before": load0, "load_after": os.getloadavg()})
                 if not a.json:
@@ -123,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
     conditions = {"cpus": os.cpu_count(), "pinned_core": core, "python": platform.python_version(),
                   "seconds": a.seconds, "body_bytes": 1024, "async_window": a.inflight,
+                  "broker_warmup_s": a.broker_warmup,
                   "load_avg_end": os.getloadavg()}
     if a.json:
         print(json.dumps({"conditions": conditions, "rows": rows}))
@@ -138,5 +151,5 @@ def _row(r: dict[str, Any]) -> str:
             f"  cpu {o['cpuUsPerMsg']:5.0f} us/msg"
             f" | java {j['tps']:>7.0f} tps  mean {j['meanMs']:6.2f} ms  p99 {j['p99Ms']:7.2f} ms"
             f"  cpu {j['cpuUsPerMsg']:5.0f} us/msg"
-            f" | ratio {ratio}  (load {r['load_before'][0]:.1f}->{r['load_after'][0]:.1f}, failed "
+            f" | ratio {ratio}  ({r['first']} first, load {r['load_before'][0]:.1f}->{r['load_after'][0]:.1f}, failed "
             f"{o['failed']}/{j['failed']})")
