@@ -74,12 +74,13 @@ from rmqwire.codec.commands.send import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageV2,
+    SendPrepared,
     SendReplyMessage,
     SendReplyMessageV2,
     SendRequestTemplate,
 )
 from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
-from rmqwire.codec.frame import PreparedRequest, RemotingCommand, json_quote
+from rmqwire.codec.frame import RemotingCommand, json_quote
 from rmqwire.codec.header_scan import CODE, scanned_command, scanned_ext_fields
 from rmqwire.codec.message import (
     CompressionType,
@@ -532,7 +533,7 @@ class Producer:
         if mode is CommunicationMode.SYNC:
             if direct:
                 try:
-                    return self._send_default(msg, mode, begin, timeout_ms, sink)
+                    return self._send_default(msg, mode, begin, timeout_ms, sink, None, begin)
                 except Exception:
                     return defer.fail()
             return self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
@@ -541,7 +542,7 @@ class Producer:
         if wait is None:
             if direct and mode is CommunicationMode.ASYNC:
                 try:
-                    d = self._send_default(msg, mode, begin, timeout_ms, sink, tokens)
+                    d = self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
                 except Exception:
                     d = defer.fail()
                 if d is None:
@@ -591,7 +592,7 @@ class Producer:
 
     def _send_default(
         self, msg: CodecMessage, mode: CommunicationMode, begin: int, timeout_ms: int,
-        sink: Any = None, tokens: _Semaphore | None = None,
+        sink: Any = None, tokens: _Semaphore | None = None, now: int | None = None,
     ) -> Deferred[Any] | None:
         """Java ``sendDefaultImpl``. Its common case (the route cached, the broker's connection
         open, no latency fault strategy) is the first attempt written straight on the connection,
@@ -601,13 +602,15 @@ class Producer:
 
         With a ``sink``: None when the first attempt went out (it settles the sink and gives
         ``tokens`` back when the send ends), else the Deferred of the general path. Without one,
-        always a Deferred."""
+        always a Deferred. ``now``: the clock as the caller just read it (``begin``, in the same
+        call), so the first attempt does not read it again."""
         pick = None if mode is CommunicationMode.ONEWAY else self._first_pick(msg.topic)
         if pick is None:
             return _DefaultSend(self, msg, mode, begin, timeout_ms).start()
         info, mq, instance, addr = pick
         channel = instance.open_broker_channel(addr) if addr is not None else None
-        now = self._now_ms()
+        if now is None:
+            now = self._now_ms()
         cur = timeout_ms - (now - begin)
         if channel is None or cur <= 0:
             return _DefaultSend(self, msg, mode, begin, timeout_ms, info, mq).start()
@@ -633,7 +636,7 @@ class Producer:
             return sink if own else None
         try:
             seconds = (cur if mode is CommunicationMode.SYNC else max(cur, 1)) / 1000
-            if type(request) is PreparedRequest:
+            if type(request) is SendPrepared:
                 attempt.opaque = channel.invoke_direct_prepared(request, seconds, attempt, True)
             else:
                 attempt.opaque = channel.invoke_direct(request, seconds, attempt)
@@ -654,7 +657,7 @@ class Producer:
                 return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms).start()
             info, mq, instance, addr = pick
             gated = instance.oneway_broker_channel(addr) if addr is not None else None
-            now = self._now_ms()
+            now = begin  # read by _send in this same call
             if gated is None or timeout_ms < now - begin:
                 return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info, mq).start()
             channel, gate = gated
@@ -662,7 +665,7 @@ class Producer:
             return defer.fail()
         try:
             request = self._first_request(msg, mq, now, instance, oneway=True)
-            if type(request) is PreparedRequest:
+            if type(request) is SendPrepared:
                 channel.write_oneway_prepared(request)
             else:
                 channel.write_oneway(request)
@@ -909,7 +912,7 @@ class Producer:
     def _first_request(
         self, msg: CodecMessage, mq: MessageQueue, now: int, instance: ClientInstance,
         attempt: _FirstAttempt | None = None, oneway: bool = False,
-    ) -> PreparedRequest | RemotingCommand:
+    ) -> SendPrepared | RemotingCommand:
         """The request of a send's first attempt (``_send_request``'s): framed from the topic's
         template (``SendRequestTemplate``, one per command, topic, broker and oneway flag: only
         the queue id, sysFlag, born timestamp, flag, properties and body change from one send to

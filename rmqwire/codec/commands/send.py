@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from rmqwire.codec.codes import (
     DEFAULT_VERSION,
@@ -231,7 +230,7 @@ class SendRequestTemplate:
         self._template = template
 
     def request(self, queue_id: int, sys_flag: int, born_timestamp: int, flag: int,
-                properties: str, body: bytes | None, quoted: bytes | None = None) -> PreparedRequest:
+                properties: str, body: bytes | None, quoted: bytes | None = None) -> SendPrepared:
         """The send's request; ValueError (TypeError) for a value the typed header would refuse
         (out of its Java type's range, or not an int or str). ``quoted``: ``properties`` as the
         frame writes it (``json_quote(properties).encode()``), when the caller has it."""
@@ -243,10 +242,7 @@ class SendRequestTemplate:
                              "timestamp an int64")
         if quoted is None:
             quoted = json_quote(properties).encode()
-        values = (queue_id, sys_flag, born_timestamp, flag, quoted)
-        return PreparedRequest(self.command.code, self._template, values,
-                               functools.partial(self.typed, queue_id, sys_flag, born_timestamp,
-                                                 flag, properties, body), body)
+        return SendPrepared(self, (queue_id, sys_flag, born_timestamp, flag, quoted), properties, body)
 
     def typed(self, queue_id: int, sys_flag: int, born_timestamp: int, flag: int, properties: str,
               body: bytes | None) -> RemotingCommand:
@@ -255,3 +251,24 @@ class SendRequestTemplate:
                                      i=properties)
         cmd = self.command.request(header, body, language=self.language, version=self.version)
         return dataclasses.replace(cmd, flag=cmd.flag | FLAG_ONEWAY) if self.oneway else cmd
+
+
+class SendPrepared(PreparedRequest):
+    """A ``SendRequestTemplate``'s request: its typed form (``command()``) is made only when a
+    connection needs it (RPC hooks, a ROCKETMQ header), so no callable is built per send."""
+
+    __slots__ = ("send_template", "properties")
+
+    def __init__(self, send_template: SendRequestTemplate, values: tuple[int | bytes, ...],
+                 properties: str, body: bytes | None) -> None:
+        self.code = send_template.command.code
+        self.template = send_template._template
+        self.values = values
+        self.body = body
+        self.send_template = send_template
+        self.properties = properties
+
+    def command(self) -> RemotingCommand:  # type: ignore[override]
+        queue_id, sys_flag, born_timestamp, flag = self.values[:4]
+        return self.send_template.typed(queue_id, sys_flag, born_timestamp, flag,  # type: ignore[arg-type]
+                                        self.properties, self.body)

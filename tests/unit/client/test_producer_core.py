@@ -595,6 +595,27 @@ def test_warm_async_send_settles_a_sink_from_the_response() -> None:
     assert "body length is zero" in str(_t.failureResultOf(d, MQClientError).value)
 
 
+@pytest.mark.parametrize("mode", ["async", "sync", "oneway"])
+def test_warm_direct_sends_read_the_clock_once_and_stamp_its_time(mode: str) -> None:
+    # the send's begin is also its first attempt's clock (born timestamp, budget), one read
+    w = World()
+    w.add_topic("T")
+    p = started(w, warm=True)
+    w.reactor.advance(12.3456)
+    reads: list[int] = []
+    now_ms = p._now_ms
+    p._now_ms = lambda: reads.append(now_ms()) or reads[-1]  # type: ignore[method-assign]
+    m = Message("T", b"x")
+    if mode == "async":
+        assert p.send_async_to(Sink(), m) is None
+    elif mode == "sync":
+        assert p.send_to(Sink(), m) is None
+    else:
+        assert p.send_oneway_written(m) is None
+    w.run()
+    assert len(reads) == 1 and [s.header.g for s in w.sends] == reads
+
+
 @pytest.mark.parametrize("options", [{}, {"namespace": "ns"}, {"compress_msg_body_over_howmuch": 4}])
 def test_warm_sends_are_framed_from_the_topics_template_as_the_typed_request(options: dict[str, Any]) -> None:
     # the first attempt's request comes from SendRequestTemplate: the typed request _send_request
