@@ -206,21 +206,28 @@ def _split_answer(first_read: threading.Event, go_on: threading.Event) -> Callab
     return answer
 
 
+def _split_channel(client: RemotingClient, peer: ThreadPeer, first_read: threading.Event
+                   ) -> tuple[Any, list[tuple[threading.Thread, bytes]]]:
+    """A channel to ``peer`` whose reads are spied on and set ``first_read`` once handled."""
+    channel = facade.call(client.channel, peer.addr, timeout=WAIT)
+    reads = _spy_reads(channel)
+    real = channel.dataReceived
+
+    def read(data: bytes) -> None:
+        real(data)
+        first_read.set()
+
+    channel.dataReceived = read
+    return channel, reads
+
+
 def test_an_answer_in_two_parts_is_read_whole_by_the_caller(
         client: RemotingClient, reactor_thread: threading.Thread) -> None:
     first_read, go_on = threading.Event(), threading.Event()
     go_on.set()  # the rest follows as soon as the first part was read
     peer = ThreadPeer(_split_answer(first_read, go_on))
     try:
-        channel = facade.call(client.channel, peer.addr, timeout=WAIT)
-        reads = _spy_reads(channel)
-        real = channel.dataReceived
-
-        def read(data: bytes) -> None:
-            real(data)
-            first_read.set()
-
-        channel.dataReceived = read
+        channel, reads = _split_channel(client, peer, first_read)
         me = threading.current_thread()
         for i in range(TRIES):
             go_on.set()
@@ -244,15 +251,7 @@ def test_the_rest_of_an_answer_after_the_callers_wait_is_read_by_the_reactor(
     first_read, go_on = threading.Event(), threading.Event()
     peer = ThreadPeer(_split_answer(first_read, go_on))
     try:
-        channel = facade.call(client.channel, peer.addr, timeout=WAIT)
-        reads = _spy_reads(channel)
-        real = channel.dataReceived
-
-        def read(data: bytes) -> None:
-            real(data)
-            first_read.set()
-
-        channel.dataReceived = read
+        channel, reads = _split_channel(client, peer, first_read)
         me = threading.current_thread()
         for i in range(TRIES):
             del reads[:]
