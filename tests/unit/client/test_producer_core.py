@@ -450,6 +450,25 @@ def test_timeout_budget_spans_attempts(warm: bool) -> None:
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_retry_with_no_budget_left_is_not_written(warm: bool) -> None:
+    # The first attempt times out with exactly the whole budget spent (cost == timeout): Java's
+    # loop still retries, but its invokeSync refuses to write with nothing left, so the broker
+    # never sees the message twice (a reply message would be pushed to its requester twice).
+    w = World(("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w, send_msg_timeout=3000, warm=warm)
+    for b in w.brokers.values():
+        b.hold = True
+    d = p.send(Message("T", b"x"))
+    w.run()
+    w.advance(3.0)
+    err = _t.failureResultOf(d, MQClientError).value
+    assert str(err).startswith("Send [3] times") and err.response_code == 10002
+    assert isinstance(err.__cause__, RemotingTimeoutError)
+    assert len(all_sends(w)) == 1
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_per_request_cap_leaves_budget_for_retries(warm: bool) -> None:
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")

@@ -95,7 +95,12 @@ public class ConsumerTool {
                     p.request(m, new RequestCallback() {
                         @Override
                         public void onSuccess(Message reply) {
-                            ok.set(1);
+                            // The client calls onSuccess from the send's acknowledgment too: with
+                            // null when the reply is still to come, and a second time with the
+                            // reply when the reply overtook the acknowledgment. One reply per request.
+                            if (reply == null || !ok.compareAndSet(0, 1)) {
+                                return;
+                            }
                             emit("{\"index\":" + index + ",\"reply\":"
                                 + q(new String(reply.getBody(), StandardCharsets.UTF_8))
                                 + ",\"topic\":" + q(reply.getTopic()) + "}");
