@@ -300,6 +300,11 @@ class Producer:
         self._send_templates: dict[tuple[Any, str, str, bool], SendRequestTemplate] = {}
         #: properties text without the UNIQ_KEY -> its quoted form, no closing quote (_with_new_id)
         self._quoted_heads: dict[str, str] = {}
+        #: topic -> its send plan (_send_planned), remade when the route or the configuration changes
+        self._plans: dict[str, _SendPlan] = {}
+        #: properties text without the UNIQ_KEY -> its quoted form, no closing quote, when a send
+        #: plan may frame it; "" when not (a reply or transaction property: _plain_head)
+        self._plain_heads: dict[str, str] = {}
         self._namespace = self.client_config.namespace
         self.metrics = metrics_for(self.client_config.metrics)
 
@@ -327,6 +332,7 @@ class Producer:
         except Exception as e:
             return defer.fail(e)
         self.instance = instance
+        self._plans.clear()  # made for no instance
         instance.startService()
         self.state = ServiceState.RUNNING
         self.log.info("the producer [{group}] start OK", group=self.group)
@@ -533,7 +539,7 @@ class Producer:
         if mode is CommunicationMode.SYNC:
             if direct:
                 try:
-                    return self._send_default(msg, mode, begin, timeout_ms, sink, None, begin)
+                    return self._send_planned(msg, mode, begin, timeout_ms, sink, None)
                 except Exception:
                     return defer.fail()
             return self._dispatch(msg, mode, queue, selector, arg, begin, timeout_ms)
@@ -542,14 +548,14 @@ class Producer:
         if wait is None:
             if direct and mode is CommunicationMode.ASYNC:
                 try:
-                    d = self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
+                    d = self._send_planned(msg, mode, begin, timeout_ms, sink, tokens)
                 except Exception:
                     d = defer.fail()
                 if d is None:
                     return None  # the first attempt gives the token back when the send ends
             elif (mode is CommunicationMode.ONEWAY and queue is None and selector is None
                   and self.metrics is None):
-                d = self._oneway_direct(msg, begin, timeout_ms)
+                d = self._oneway_planned(msg, begin, timeout_ms)
                 if d is None:  # written: the token is back as soon as the write is queued
                     tokens.release()
                     return None
@@ -608,6 +614,15 @@ class Producer:
         if pick is None:
             return _DefaultSend(self, msg, mode, begin, timeout_ms).start()
         info, mq, instance, addr = pick
+        return self._first_attempt(msg, mode, info, mq, instance, addr, begin, timeout_ms, sink,
+                                   tokens, now)
+
+    def _first_attempt(
+        self, msg: CodecMessage, mode: CommunicationMode, info: TopicPublishInfo, mq: MessageQueue,
+        instance: ClientInstance, addr: str | None, begin: int, timeout_ms: int, sink: Any,
+        tokens: _Semaphore | None, now: int | None,
+    ) -> Deferred[Any] | None:
+        """``_send_default`` once its first queue is picked (``_first_pick``'s values)."""
         channel = instance.open_broker_channel(addr) if addr is not None else None
         if now is None:
             now = self._now_ms()
@@ -655,7 +670,16 @@ class Producer:
             pick = self._first_pick(msg.topic)
             if pick is None:
                 return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms).start()
-            info, mq, instance, addr = pick
+        except Exception:
+            return defer.fail()
+        info, mq, instance, addr = pick
+        return self._oneway_at(msg, info, mq, instance, addr, begin, timeout_ms)
+
+    def _oneway_at(self, msg: CodecMessage, info: TopicPublishInfo, mq: MessageQueue,
+                   instance: ClientInstance, addr: str | None, begin: int,
+                   timeout_ms: int) -> Deferred[Any] | None:
+        """``_oneway_direct`` once its queue is picked (``_first_pick``'s values)."""
+        try:
             gated = instance.oneway_broker_channel(addr) if addr is not None else None
             now = begin  # read by _send in this same call
             if gated is None or timeout_ms < now - begin:
@@ -680,6 +704,198 @@ class Producer:
         # past a full connection's gate the send (its in-flight slot) ends when the gate opens:
         # memory stays bounded by the slots, and no general path (a Deferred chain) per send
         # while the socket catches up
+        return gate.written_past() if gate.paused else None
+
+    # ---- internals: the send plan --------------------------------------------------------------
+
+    def _plan_of(self, topic: str) -> _SendPlan | None:
+        """The topic's send plan as it stands (made again when its route or the configuration it
+        was made from changed); None when its sends take ``_send_default``'s path."""
+        plan = self._plans.get(topic)
+        info = self.publish_info.get(topic)
+        if (plan is None or plan.info is not info or plan.config is not self.config
+                or plan.client_config is not self.client_config or plan.rc is not plan.remoting.config
+                or plan.fault != self.fault_strategy.send_latency_fault_enable
+                or info.message_queues is not plan.mqs):
+            plan = self._make_plan(topic, info)
+        return plan if plan.ok else None
+
+    def _make_plan(self, topic: str, info: TopicPublishInfo | None) -> _SendPlan:
+        plans = self._plans
+        if len(plans) >= 1024:  # a long-lived producer of ever new topics: start over
+            plans.clear()
+        instance = self.instance
+        remoting = instance.remoting if instance is not None else None
+        plan = _SendPlan(info, self.config, self.client_config, remoting)
+        plan.fault = self.fault_strategy.send_latency_fault_enable
+        if info is None or instance is None:
+            return plan  # kept by nobody: the next send looks again
+        plans[topic] = plan
+        config = self.config
+        if (not info.message_queues or self._namespace or plan.fault
+                or plan.rc.rpc_hooks or plan.rc.serialize_type is not SerializeType.JSON
+                or not config.send_smart_msg or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+            return plan
+        vip = self.client_config.vip_channel_enabled
+        queues = []
+        for mq in info.message_queues:
+            qid = mq.queue_id
+            if type(qid) is not int or not -(2**31) <= qid < 2**31:
+                return plan  # the template refuses it: the typed path says why
+            raw = instance.routes.find_broker_address_in_publish(mq.broker_name)
+            addr = _vip_address(raw) if raw is not None and vip else raw
+            templates = []
+            for oneway in (False, True):
+                key = (SendMessageV2, topic, mq.broker_name, oneway)
+                template = self._send_templates.get(key)
+                if template is None:
+                    template = self._send_template(SendMessageV2, topic, mq.broker_name, oneway, instance)
+                templates.append(template)
+            queues.append((mq, mq.broker_name, raw, addr, templates[0], templates[1]))
+        plan.queues = queues
+        plan.n = len(queues)
+        plan.instance = instance
+        plan.broker_addrs = instance.routes.broker_addrs
+        plan.compress_over = config.compress_msg_body_over_howmuch
+        plan.cap = (config.send_msg_max_timeout_per_request
+                    if config.retry_times_when_send_failed > 0 else -1)
+        plan.ok = True
+        return plan
+
+    def _plain_head(self, base: str) -> str:
+        """``base`` (a properties text without the UNIQ_KEY) quoted as the template writes it,
+        without its closing quote; "" when a send plan does not frame it: a reply (MSG_TYPE: its
+        own command) or a transaction (TRAN_MSG: its sysFlag) property. A key is followed by
+        \x01 in the text and nowhere else, so a substring test finds every such key."""
+        heads = self._plain_heads
+        if len(heads) >= 256:  # an application with ever new texts: start over
+            heads.clear()
+        plain = not (f"{PropertyKey.MESSAGE_TYPE}\x01" in base
+                     or f"{PropertyKey.TRANSACTION_PREPARED}\x01" in base)
+        head = heads[base] = json_quote(base)[:-1] if plain else ""
+        return head
+
+    def _send_planned(self, msg: CodecMessage, mode: CommunicationMode, begin: int, timeout_ms: int,
+                      sink: Any, tokens: _Semaphore | None) -> Deferred[Any] | None:
+        """``_send_default`` of a sync or async send with a sink (``begin`` read in this same
+        call) through the topic's send plan: ``_first_pick``, ``_first_request`` (the template's
+        request of a message with no UNIQ_KEY yet, under the compression threshold, of plain
+        properties) and the first attempt's write in one step, with the queue's address, broker
+        and template worked out when the plan was made. Any other message takes
+        ``_send_default`` before anything changed; a queue whose broker address moved, or whose
+        connection is not open, ``_first_attempt`` after the pick, as ``_send_default``."""
+        plan = self._plan_of(msg.topic)
+        props = msg.properties
+        flag = msg.flag
+        if (plan is None or isinstance(msg, _Batch) or _UNIQ in props
+                or len(msg.body) >= plan.compress_over
+                or type(flag) is not int or not -2147483648 <= flag <= 2147483647):
+            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
+        try:
+            base = encode_properties(props)
+        except Exception:  # a map it refuses: _first_request's path reports it
+            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
+        head = self._plain_heads.get(base)
+        if head is None:
+            head = self._plain_head(base)
+        if not head:
+            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
+        info = plan.info
+        # MQFaultStrategy's first pick without the latency strategy (TopicPublishInfo.select_one)
+        mq, broker, raw, addr, template, _ = plan.queues[info.index.increment_and_get() % plan.n]
+        instance = plan.instance
+        addrs = plan.broker_addrs.get(broker)
+        channel = None
+        if raw is not None and addrs is not None and addrs.get(0) == raw and timeout_ms > 0:
+            channel = instance.open_broker_channel(addr)
+        if channel is None:  # the general path judges it, as after _first_pick
+            addr = instance.routes.find_broker_address_in_publish(broker)
+            if addr is not None and self.client_config.vip_channel_enabled:
+                addr = _vip_address(addr)
+            return self._first_attempt(msg, mode, info, mq, instance, addr, begin, timeout_ms,
+                                       sink, tokens, begin)
+        attempt = _FirstAttempt(self, msg, mode, info, mq, addr, begin, timeout_ms, begin, sink, tokens)
+        if type(sink) is _SendDeferred or hasattr(sink, "attempt"):
+            sink.attempt = attempt  # for its canceller; the attempt drops the sink when it ends
+        cur = timeout_ms
+        if mode is CommunicationMode.SYNC:
+            cap = plan.cap
+            if cap > -1 and cur > cap:
+                cur = cap
+            seconds = cur / 1000
+        else:
+            seconds = (cur if cur > 1 else 1) / 1000
+        attempt.cur = cur
+        try:
+            uid = instance.unique_ids.next_id()
+            props[_UNIQ] = uid
+            body = msg.body
+            attempt.command = SendMessageV2
+            attempt.body = body
+            # the values SendRequestTemplate.request checks are known in range (queue ids when
+            # the plan was made, the flag above, sysFlag 0, the born timestamp an int of ms)
+            request = SendPrepared(template, (mq.queue_id, 0, begin, flag,
+                                              f'{head}{_UNIQ}\\u0001{uid}\\u0002"'.encode()),
+                                   f"{base}{_UNIQ}\x01{uid}\x02", body)
+        except Exception:  # as _first_attempt's failed request
+            if mode is CommunicationMode.SYNC:
+                attempt.fall_back(Failure())
+            else:
+                attempt.settle(Failure())
+            return None
+        try:
+            attempt.opaque = channel.invoke_direct_prepared(request, seconds, attempt, True)
+        except Exception:
+            attempt.fall_back(Failure())  # as the channel's failed call
+            return None
+        attempt.channel = channel
+        return None
+
+    def _oneway_planned(self, msg: CodecMessage, begin: int, timeout_ms: int) -> Deferred[Any] | None:
+        """``_oneway_direct`` through the topic's send plan (as ``_send_planned``)."""
+        props = msg.properties
+        flag = msg.flag
+        try:
+            plan = self._plan_of(msg.topic)
+            if (plan is None or isinstance(msg, _Batch) or _UNIQ in props
+                    or len(msg.body) >= plan.compress_over
+                    or type(flag) is not int or not -2147483648 <= flag <= 2147483647):
+                return self._oneway_direct(msg, begin, timeout_ms)
+            base = encode_properties(props)
+            head = self._plain_heads.get(base)
+            if head is None:
+                head = self._plain_head(base)
+        except Exception:  # nothing changed yet: _oneway_direct's path reports it
+            return self._oneway_direct(msg, begin, timeout_ms)
+        if not head:
+            return self._oneway_direct(msg, begin, timeout_ms)
+        info = plan.info
+        mq, broker, raw, addr, _, template = plan.queues[info.index.increment_and_get() % plan.n]
+        instance = plan.instance
+        addrs = plan.broker_addrs.get(broker)
+        gated = None
+        if raw is not None and addrs is not None and addrs.get(0) == raw and timeout_ms >= 0:
+            gated = instance.oneway_broker_channel(addr)
+        if gated is None:  # the general path judges it, as after _first_pick
+            addr = instance.routes.find_broker_address_in_publish(broker)
+            if addr is not None and self.client_config.vip_channel_enabled:
+                addr = _vip_address(addr)
+            return self._oneway_at(msg, info, mq, instance, addr, begin, timeout_ms)
+        channel, gate = gated
+        try:
+            uid = instance.unique_ids.next_id()
+            props[_UNIQ] = uid
+            request = SendPrepared(template, (mq.queue_id, 0, begin, flag,
+                                              f'{head}{_UNIQ}\\u0001{uid}\\u0002"'.encode()),
+                                   f"{base}{_UNIQ}\x01{uid}\x02", msg.body)
+            channel.write_oneway_prepared(request)
+        except Exception:
+            # as the general path's failed send_kernel (fault item, "Send [1] times" error)
+            loop = _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info)
+            loop.mq = mq
+            loop.brokers_sent.append(mq.broker_name)
+            loop.prev = begin
+            return defer.maybeDeferred(loop._failed, Failure())
         return gate.written_past() if gate.paused else None
 
     def _first_pick(self, topic: str) -> tuple[TopicPublishInfo, MessageQueue, ClientInstance, str | None] | None:
@@ -1146,6 +1362,40 @@ class Producer:
             trace_on=extra.get(PropertyKey.TRACE_SWITCH) != "false",
             recall_handle=h.recall_handle,
         )
+
+
+class _SendPlan:
+    """A topic's first attempts in their common case, worked out once (``Producer._send_planned``):
+    per queue of the route, in its order, the queue, its broker, the broker's master address as
+    the route table had it (``raw``) and as dialled (VIP port when enabled), and the topic's
+    SEND_MESSAGE_V2 templates to that broker (two-way, oneway). Valid while the route's
+    TopicPublishInfo (its queue list), the producer's and the client's configuration and the
+    remoting configuration are the objects it was made from and the latency fault strategy's
+    switch is as it was (``Producer._plan_of`` remakes it otherwise); ``ok`` is False when they
+    call for the general path (a namespace, the latency fault strategy, RPC hooks, ROCKETMQ
+    headers, V1 sends, a retry topic, no route)."""
+
+    __slots__ = ("info", "mqs", "config", "client_config", "remoting", "rc", "fault", "ok", "queues",
+                 "n", "instance", "broker_addrs", "compress_over", "cap")
+
+    def __init__(self, info: TopicPublishInfo | None, config: ProducerConfig,
+                 client_config: ClientConfig, remoting: Any) -> None:
+        self.info = info
+        self.mqs = info.message_queues if info is not None else None
+        self.config = config
+        self.client_config = client_config
+        self.remoting = remoting
+        self.rc = remoting.config if remoting is not None else None
+        #: the latency fault strategy's switch when the plan was made
+        self.fault = False
+        self.ok = False
+        self.queues: list[tuple[MessageQueue, str, str | None, str | None, SendRequestTemplate,
+                                SendRequestTemplate]] = []
+        self.n = 0
+        self.instance: Any = None
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.compress_over = 0
+        self.cap = -1
 
 
 class _DefaultSend:
