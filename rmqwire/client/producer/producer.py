@@ -81,7 +81,7 @@ from rmqwire.codec.commands.send import (
 )
 from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
 from rmqwire.codec.frame import RemotingCommand, json_quote
-from rmqwire.codec.header_scan import CODE, scanned_command, scanned_ext_fields
+from rmqwire.codec.header_scan import CODE, EXT_FIELDS, scanned_command, scanned_ext_fields
 from rmqwire.codec.message import (
     CompressionType,
     MessageExt,
@@ -123,6 +123,17 @@ _STATUS_OF = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
+
+#: The extFields of a SUCCESS answer to a send as Java brokers (4.9 and 5.x) write them: the
+#: response header's fields and the broker's MSG_REGION and TRACE_ON in the HashMap's order of
+#: that key set, plain strings (no escape), ids in range for an int and a long (one more
+#: digit than either can hold is left to send_result_from's checks).
+_PLAIN_TEXT = r'[ !#-\[\]-~]*'
+_USUAL_SEND_OK = re.compile(
+    rf'\{{"queueId":"(0|[1-9][0-9]{{0,9}})","transactionId":"({_PLAIN_TEXT})",'
+    rf'"msgId":"({_PLAIN_TEXT})","TRACE_ON":"({_PLAIN_TEXT})","MSG_REGION":"({_PLAIN_TEXT})",'
+    rf'"queueOffset":"(0|[1-9][0-9]{{0,17}})"\}}'
+).fullmatch
 
 _TRAN_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 _UNIQ = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -1335,6 +1346,23 @@ class Producer:
                                get(PropertyKey.MSG_REGION) or "DefaultRegion",
                                get(PropertyKey.TRACE_SWITCH) != "false", get("recallHandle"))
 
+    def send_ok_from(self, usual: re.Match[str], msg: CodecMessage, sent_to: MessageQueue) -> SendResult | None:
+        """``send_result_from`` of a SUCCESS answer to a send of ``msg`` (not a batch) to
+        ``sent_to`` whose extFields text is the broker's usual one (``_USUAL_SEND_OK``'s match):
+        the fields read from the match, no dict per answer; None when the values are out of
+        range (``send_result_from`` judges those)."""
+        queue_id, transaction_id, msg_id, trace_on, region, offset = usual.groups()
+        queue_id = int(queue_id)
+        if queue_id > 2147483647:
+            return None
+        topic = without_namespace(msg.topic, self._namespace) if self._namespace else msg.topic
+        mq = sent_to
+        if mq.queue_id != queue_id or mq.topic != topic:
+            mq = MessageQueue(topic, sent_to.broker_name, queue_id)
+        return new_send_result(SendStatus.SEND_OK, msg.properties.get(_UNIQ), msg_id, mq,
+                               int(offset), transaction_id, region or "DefaultRegion",
+                               trace_on != "false", None)
+
     def process_send_response(
         self, response: Response[Any, Any], msg: CodecMessage, broker_name: str, addr: str
     ) -> SendResult:
@@ -1590,8 +1618,13 @@ class _FirstAttempt(PendingCall):
         self.channel = None
         try:
             mq = self.mq
-            fast = self.p.send_result_from(int(scan[CODE]), scanned_ext_fields(scan), self.msg,
-                                           mq.broker_name, mq)
+            ext = scan[EXT_FIELDS]
+            usual = _USUAL_SEND_OK(ext) if ext is not None and scan[CODE] == "0" else None
+            if usual is not None and type(self.msg) is not _Batch:
+                fast = self.p.send_ok_from(usual, self.msg, mq)
+            else:
+                fast = self.p.send_result_from(int(scan[CODE]), scanned_ext_fields(scan), self.msg,
+                                               mq.broker_name, mq)
         except Exception:
             fast = None
         if fast is None:

@@ -14,12 +14,18 @@ from hypothesis import strategies as st
 from twisted.python.failure import Failure
 
 from rmqwire.client.message import SendResult, SendStatus, new_send_result
-from rmqwire.client.producer.producer import CommunicationMode, Producer, _Batch, _FirstAttempt
+from rmqwire.client.producer.producer import (
+    _USUAL_SEND_OK,
+    CommunicationMode,
+    Producer,
+    _Batch,
+    _FirstAttempt,
+)
 from rmqwire.codec import encode_frame
 from rmqwire.codec.codes import FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from rmqwire.codec.commands.send import SendBatchMessage, SendMessageV2, SendReplyMessageV2
 from rmqwire.codec.frame import RemotingCommand, decode_frame, decode_json_header, encode_json_header
-from rmqwire.codec.header_scan import scan_json_header
+from rmqwire.codec.header_scan import EXT_FIELDS, scan_json_header
 from rmqwire.codec.message import Message, PropertyKey
 from rmqwire.model import MessageQueue
 
@@ -44,6 +50,7 @@ codes = st.sampled_from([ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCod
 def _producer(namespace: str | None) -> SimpleNamespace:
     p = SimpleNamespace(_namespace=namespace)
     p.send_result_from = lambda *args: Producer.send_result_from(p, *args)
+    p.send_ok_from = lambda *args: Producer.send_ok_from(p, *args)
     return p
 
 
@@ -244,3 +251,65 @@ def test_a_broker_success_is_read_from_the_scan() -> None:
     a.answered_scan(scan_json_header(header.decode()), None)
     ((how, result),) = a.outcomes
     assert how == "settle" and result.queue_offset == 41 and result.msg_id == "UNIQ"
+
+
+#: the extFields of a SUCCESS answer as a 5.3.3 broker writes them (captured), in their order
+USUAL_KEYS = ["queueId", "transactionId", "msgId", "TRACE_ON", "MSG_REGION", "queueOffset"]
+usual_ext = st.fixed_dictionaries({
+    "queueId": ints, "transactionId": ascii_values | odd, "msgId": ascii_values | odd,
+    "TRACE_ON": st.sampled_from(["true", "false", "False", ""]) | ascii_values,
+    "MSG_REGION": st.sampled_from(["DefaultRegion", ""]) | ascii_values | odd, "queueOffset": ints,
+})
+
+
+@settings(max_examples=400)
+@given(code=st.sampled_from([ResponseCode.SUCCESS] * 3 + [ResponseCode.FLUSH_DISK_TIMEOUT]) | codes,
+       ext=usual_ext, drop=st.sets(st.sampled_from(USUAL_KEYS), max_size=1),
+       command=st.sampled_from([SendMessageV2, SendBatchMessage, SendReplyMessageV2]),
+       batch=st.booleans(), uniq=st.none() | st.text(max_size=4), namespace=st.none() | st.just("ns"),
+       mode=st.sampled_from([CommunicationMode.ASYNC, CommunicationMode.SYNC]), retry_another=st.booleans(),
+       queue_id=st.integers(0, 3))
+def test_a_usual_send_ok_answer_settles_the_attempt_as_its_decoded_command(
+        code, ext, drop, command, batch, uniq, namespace, mode, retry_another, queue_id):
+    # the usual answer's extFields read by _USUAL_SEND_OK (send_ok_from) give what the typed path
+    # gives, whatever the values; a key dropped (another shape) goes the general way
+    msg = _message(batch, uniq, namespace)
+    ext = {k: ext[k] for k in USUAL_KEYS if k not in drop}
+    header = encode_json_header(RemotingCommand(code, LanguageCode.JAVA, 479, 7, FLAG_RESPONSE, None, ext))
+    scan = scan_json_header(header.decode("latin-1"))
+    if scan is None:
+        return  # the channel decodes it and calls answered, as before
+    p = _producer(namespace)
+    p.send_result_of = lambda *args: Producer.send_result_of(p, *args)
+    p.process_send_response = lambda *args: Producer.process_send_response(p, *args)
+    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=retry_another)
+    typed, fast = _attempt(p, msg, command, mode), _attempt(p, msg, command, mode)
+    typed.mq = fast.mq = MessageQueue(msg.topic.removeprefix("ns%"), "b0", queue_id)
+    typed.answered(decode_json_header(header, None))
+    fast.answered_scan(scan, None)
+    assert fast.outcomes == typed.outcomes and len(fast.outcomes) == 1
+    (how, result), = fast.outcomes
+    if how == "settle" and isinstance(result, SendResult) and _USUAL_SEND_OK(scan[EXT_FIELDS]):
+        # read by the usual match: the result's queue is the one the request went to when the
+        # broker names it
+        assert (result.message_queue is fast.mq) is (result.message_queue == fast.mq)
+
+
+def test_a_5_3_3_brokers_send_ok_answer_is_read_by_the_usual_match() -> None:
+    header = ('{"code":0,"extFields":{"queueId":"7","transactionId":"C000020271E34D5BD81F7E72E00A0001",'
+              '"msgId":"7F0000010000545F00000000245ED142","TRACE_ON":"true","MSG_REGION":"DefaultRegion",'
+              '"queueOffset":"60971"},"flag":1,"language":"JAVA","opaque":2,'
+              '"serializeTypeCurrentRPC":"JSON","version":479}')
+    scan = scan_json_header(header)
+    assert _USUAL_SEND_OK(scan[EXT_FIELDS]) is not None
+    p = _producer(None)
+    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=False)
+    p.send_result_from = None  # not called: the usual match reads it
+    a = _attempt(p, _message(False, "UNIQ", None), SendMessageV2, CommunicationMode.ASYNC)
+    a.mq = MessageQueue("T", "b0", 7)
+    a.answered_scan(scan, None)
+    ((how, result),) = a.outcomes
+    assert how == "settle" and result == SendResult(
+        SendStatus.SEND_OK, "UNIQ", "7F0000010000545F00000000245ED142", a.mq, 60971,
+        "C000020271E34D5BD81F7E72E00A0001", "DefaultRegion", True, None)
+    assert result.message_queue is a.mq
