@@ -57,10 +57,10 @@ def _pin_prefix(core: int | None) -> list[str]:
 
 
 def run_rmqwire(namesrv: str, topic: str, mode: str, threads: int, seconds: float, core: int | None,
-                inflight: int) -> dict[str, Any]:
+                inflight: int, gc_gen0: int = 0) -> dict[str, Any]:
     cmd = [*_pin_prefix(core), sys.executable, "-m", "tools.bench.producer.worker", "--namesrv", namesrv,
            "--topic", topic, "--mode", mode, "--threads", str(threads), "--seconds", str(seconds),
-           "--inflight", str(inflight)]
+           "--inflight", str(inflight), "--gc-gen0", str(gc_gen0)]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=seconds + 180)
     if out.returncode != 0:
         raise RuntimeError(f"rmqwire worker failed: {out.stderr[-2000:]}")
@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
     ap.add_argument("--broker-warmup", type=int, default=5,
                     help="seconds of uncounted Java async sends before the first scenario")
+    ap.add_argument("--gc-gen0", type=int, default=0,
+                    help="the rmqwire worker opts in to rmqwire.tuning.tune_gc(N) (0: off)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     cluster = None
@@ -115,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 java_args = (tool, topic, JAVA_MODE.get(mode, mode), threads, a.seconds, core, a.inflight)
                 try:
                     java = run_java(*java_args) if java_first else None
-                    ours = run_rmqwire(namesrv, topic, mode, threads, a.seconds, core, a.inflight)
+                    ours = run_rmqwire(namesrv, topic, mode, threads, a.seconds, core, a.inflight,
+                                       a.gc_gen0)
                     if java is None:
                         java = run_java(*java_args)
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
     conditions = {"cpus": os.cpu_count(), "pinned_core": core, "python": platform.python_version(),
                   "seconds": a.seconds, "body_bytes": 1024, "async_window": a.inflight,
-                  "broker_warmup_s": a.broker_warmup,
+                  "broker_warmup_s": a.broker_warmup, "rmqwire_gc_gen0": a.gc_gen0 or None,
                   "load_avg_end": os.getloadavg()}
     if a.json:
         print(json.dumps({"conditions": conditions, "rows": rows}))

@@ -5,7 +5,7 @@
 Modes: sync, batch, oneway (blocking Producer, ``--threads`` callers), async (blocking
 ``send_async`` with at most ``--inflight`` pending), core-async (the Twisted core driven from the
 reactor thread, same window). Latency = call to result; the first ``--warmup`` seconds are not
-counted.
+counted. ``--gc-gen0 N``: the application opts in to ``rmqwire.tuning.tune_gc(N)``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 
 from rmqwire import Message, Producer
 from rmqwire.client import blocking
+from rmqwire.tuning import tune_gc
 
 
 def _summary(mode: str, threads: int, seconds: float, sent: int, lat: list[float], failed: int,
@@ -48,6 +49,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                   compress_msg_body_over_howmuch=2**31 - 1,
                   instance_name=f"bench_{a.mode}_{os.getpid()}") as p:
         p.send(Message(a.topic, body))  # route and connection ready before timing
+        if a.gc_gen0:
+            tune_gc(a.gc_gen0)  # the application's opt-in (rmqwire.tuning), for the whole run
         warm_end = time.perf_counter() + a.warmup
         end = warm_end + a.seconds
         cpu = [0.0, 0.0]  # process CPU (every thread) at the start and end of the counted window
@@ -167,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--body-size", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--inflight", type=int, default=1024)
+    ap.add_argument("--gc-gen0", type=int, default=0,
+                    help="rmqwire.tuning.tune_gc(N) once the producer is started (0: the "
+                         "interpreter's collector as it is)")
     ap.add_argument("--profile", help="write a cProfile of the caller's thread here and one of "
                                       "the reactor thread to <path>.reactor")
     a = ap.parse_args(argv)
