@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import ipaddress
+import itertools
 import os
 import secrets
 import socket
@@ -109,6 +110,10 @@ def _month_bounds_ms(ms: int) -> tuple[int, int]:
     return int(start.timestamp()) * 1000, int(nxt.timestamp()) * 1000
 
 
+#: "00" .. "FF": an id's counter is two of them (Java's writeShort, uppercase hex)
+_HEX2 = [f"{i:02X}" for i in range(256)]
+
+
 def _previous_month_start_ms(month_start_ms: int) -> int:
     dt = datetime.datetime.fromtimestamp(month_start_ms // 1000)
     prev = (dt - datetime.timedelta(days=1)).replace(day=1, hour=0, minute=0, second=0)
@@ -141,8 +146,10 @@ class UniqueIdGenerator:
         pid = os.getpid() if pid is None else pid
         hash_code = secrets.randbits(32) if hash_code is None else hash_code
         self._prefix = (packed + struct.pack(">HI", pid & 0xFFFF, hash_code & 0xFFFFFFFF)).hex().upper()
-        self._lock = threading.Lock()
-        self._counter = counter_start
+        self._lock = threading.Lock()  # the month bounds and the head; the counter needs none
+        # Java's AtomicInteger: count's __next__ is one C call, which the GIL never splits, so
+        # no two ids (single or in a batch) take the same value
+        self._count = itertools.count(counter_start)
         self._start, self._next_start = _month_bounds_ms(clock())
         #: (ms, the id's head for that ms: prefix + time part), replaced as one tuple
         self._head_at: tuple[int, str] = (-1, "")
@@ -166,22 +173,31 @@ class UniqueIdGenerator:
         at, head = self._head_at
         if at != now:
             head = self._head(now)
-        with self._lock:
-            counter = self._counter
-            self._counter = counter + 1
-        return f"{head}{counter & 0xFFFF:04X}"
+        c = next(self._count)
+        return head + _HEX2[c >> 8 & 0xFF] + _HEX2[c & 0xFF]
 
     def next_ids(self, n: int) -> list[str]:
-        """``n`` ids in one step (one clock read, one lock): what ``n`` calls of ``next_id`` in
-        the same millisecond, with no other caller between them, return."""
+        """``n`` ids in one step (one clock read): what ``n`` calls of ``next_id`` in the same
+        millisecond, with no other caller between them, return."""
         now = self._clock()
         at, head = self._head_at
         if at != now:
             head = self._head(now)
-        with self._lock:
-            first = self._counter
-            self._counter += n
-        return [f"{head}{c & 0xFFFF:04X}" for c in range(first, first + n)]
+        if n <= 0:
+            return []
+        counters = list(itertools.islice(self._count, n))
+        first = counters[0]
+        if counters[-1] - first != n - 1:  # another thread between them (no CPython does that)
+            return [head + _HEX2[c >> 8 & 0xFF] + _HEX2[c & 0xFF] for c in counters]
+        # each run of ids sharing the counter's high byte: that head once, then one concatenation
+        # per id (the low bytes' texts are a slice of the table)
+        ids: list[str] = []
+        c, end = first, first + n
+        while c < end:
+            stop = min(end, (c | 0xFF) + 1)
+            ids += map((head + _HEX2[c >> 8 & 0xFF]).__add__, _HEX2[c & 0xFF:(stop - 1 & 0xFF) + 1])
+            c = stop
+        return ids
 
     __call__ = next_id
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import socket
+import sys
 import threading
 
 import pytest
@@ -162,6 +163,56 @@ def test_generator_is_thread_safe():
         th.join()
     counters = sorted(parse_unique_id(u).counter for u in seen)
     assert counters == list(range(8000))
+
+
+def test_ids_stay_unique_with_threads_switching_between_any_two_bytecodes():
+    # single ids and batches from eight threads, the interpreter switching threads as often as it
+    # can: every counter value is taken exactly once (the counter takes no lock), and a batch's
+    # ids are consecutive (its counters are taken in one C call)
+    gen = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, counter_start=0xFF00)
+    got: list[list[str]] = []
+    start = threading.Barrier(8)
+
+    def work(k: int) -> None:
+        mine = []
+        start.wait()
+        for i in range(300):
+            if (i + k) % 3:
+                mine.append([gen.next_id()])
+            else:
+                mine.append(gen.next_ids(1 + (i * 7 + k) % 40))
+        got.extend(mine)  # list.extend is atomic
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    total = sum(map(len, got))
+    counters = [parse_unique_id(u).counter for ids in got for u in ids]
+    assert total > 0xFFFF - 0xFF00  # the 16-bit counter wrapped during the run
+    # values 0xFF00 .. 0xFF00 + total - 1, each once, seen through the id's 16 bits
+    assert sorted((c - 0xFF00) & 0xFFFF for c in counters) == list(range(total))
+    for ids in got:
+        cs = [parse_unique_id(u).counter for u in ids]
+        assert cs == [(cs[0] + i) & 0xFFFF for i in range(len(cs))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(2**20), 2**20), st.integers(0, 1500))
+def test_next_ids_spelled_as_formatted_counters(counter, n):
+    # the ids of a batch, whose counters may cross any number of high-byte runs and the 16-bit
+    # wrap, end in the counter's 4 uppercase hex digits, as Java's writeShort writes them
+    now = _local_ms(2024, 3, 15, 12, 0, 0)
+    gen = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: now, counter_start=counter)
+    head = f"{gen._prefix}{now - _local_ms(2024, 3, 1):08X}"
+    assert gen.next_ids(n) == [f"{head}{c & 0xFFFF:04X}" for c in range(counter, counter + n)]
+    assert gen.next_id() == f"{head}{(counter + n) & 0xFFFF:04X}"
 
 
 def test_bad_unique_ids():
