@@ -1315,14 +1315,23 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
     extend = parts.extend
     pack_head = _BATCH_HEAD.pack
     pack_len = _I16.pack
+    # a batch's entries mostly share body size, properties length and flag: their head and
+    # length bytes are packed again only when one of them changes
+    size = length = flag = -1
+    head = length_bytes = b""
     try:
         for m, text in zip(msgs, texts):
             body = m.body
             n = len(text)
             if type(body) is not bytes or n > MAX_PROPERTIES_LENGTH:
                 return _encode_batch_entries(msgs)
-            extend((pack_head(_BATCH_MIN + len(body) + n, 0, 0, m.flag, len(body)), body,
-                    pack_len(n), text.encode()))
+            b = len(body)
+            f = m.flag
+            if b != size or n != length or f != flag:
+                head = pack_head(_BATCH_MIN + b + n, 0, 0, f, b)
+                length_bytes = pack_len(n)
+                size, length, flag = b, n, f
+            extend((head, body, length_bytes, text.encode()))
     except struct.error:
         return _encode_batch_entries(msgs)  # raises its CodecError
     return b"".join(parts)

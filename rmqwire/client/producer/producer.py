@@ -942,9 +942,68 @@ class Producer:
     def _batch(self, messages: Sequence[CodecMessage]) -> _Batch:
         """Java ``DefaultMQProducer.batch`` + ``MessageBatch.generateFromList``.
 
-        The per-message checks are written out in the loops (a batch send's cost is mostly per
-        message); anything out of the common case goes to the validator that raises Java's error."""
+        The usual batch (every message of the first's topic, not a retry topic, no delay
+        property, the first's WAIT, a non-empty bytes body within the limit, no LMQ) is checked
+        and tagged in one pass; a batch with anything else goes through ``_batch_checked``,
+        which raises Java's error for it in Java's order."""
         msgs = list(messages)
+        first = msgs[0] if msgs else None
+        if not isinstance(first, CodecMessage) or first.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return self._batch_checked(msgs)
+        topic = first.topic
+        wait_raw = first.properties.get(_WAIT)
+        max_size = self.config.max_message_size
+        uniq = _UNIQ
+        untagged: list[dict[str, str]] = []
+        usual = True
+        try:
+            for m in msgs:
+                if not isinstance(m, CodecMessage):
+                    usual = False
+                    break
+                props = m.properties
+                body = m.body
+                if (m.topic != topic or _DELAY in props or props.get(_WAIT) != wait_raw
+                        or type(body) is not bytes or not body or len(body) > max_size
+                        or _LMQ in props):
+                    usual = False
+                    break
+                if uniq not in props:
+                    props[uniq] = ""  # a place in the map's order; the id comes below
+                    untagged.append(props)
+        except Exception:  # not a map, ...: raised below in Java's order
+            usual = False
+        if usual:
+            try:
+                # every message passed Java's per-message checks: the topic's are what it raises
+                check_topic(topic)
+                check_not_allowed_send_topic(topic)
+                ids = self._instance().unique_ids
+            except Exception:
+                for props in untagged:
+                    del props[uniq]  # the place only: the map's order as it was
+                raise
+            # Java tags each message right after checking it, then the batch: the ids in one step
+            # afterwards, in that order (a message listed twice is tagged once, as in Java)
+            new_ids = ids.next_ids(len(untagged) + 1)
+            for props, uid in zip(untagged, new_ids):
+                props[uniq] = uid
+            if self._namespace:
+                topic = with_namespace(self._namespace, topic)
+                for m in msgs:
+                    m.topic = topic
+            props = {
+                PropertyKey.WAIT_STORE_MSG_OK: "true" if wait_raw is None or wait_raw.lower() == "true"
+                else "false",
+                uniq: new_ids[-1],
+            }
+            return _Batch(topic, encode_batch(msgs), props, msgs)
+        for props in untagged:
+            del props[uniq]
+        return self._batch_checked(msgs)
+
+    def _batch_checked(self, msgs: list[CodecMessage]) -> _Batch:
+        """``_batch`` of any batch: Java's checks written out one by one, in its order."""
         if not msgs:
             raise MQClientError("Failed to initiate the MessageBatch: the batch is empty")
         first = msgs[0]

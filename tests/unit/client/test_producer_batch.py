@@ -1,0 +1,118 @@
+"""A batch send's one-pass check and tag (``Producer._batch``) against Java's checks written out
+one by one (``Producer._batch_checked``): the same batch, error, ids and messages afterwards."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqwire.client.message import Message
+from rmqwire.client.producer.producer import Producer
+from rmqwire.codec.ids import UniqueIdGenerator
+
+
+class _Instance:
+    def __init__(self) -> None:
+        # the same ids for both paths: a fixed clock, the same counter
+        self.unique_ids = UniqueIdGenerator("10.0.0.1", pid=1, hash_code=2, clock=lambda: 1_700_000_000_000)
+
+
+class _Config:
+    max_message_size = 64
+
+
+class _Producer:
+    """What ``_batch`` reads of a producer."""
+
+    _batch = Producer._batch
+    _batch_checked = Producer._batch_checked
+
+    def __init__(self, namespace: str | None) -> None:
+        self.config = _Config()
+        self._namespace = namespace
+        self.instance = _Instance()
+
+    def _instance(self) -> Any:
+        return self.instance
+
+
+_ODD = [
+    ("topic", "U"), ("topic", "%RETRY%g"), ("topic", "T?"), ("topic", "SCHEDULE_TOPIC_XXXX"),
+    ("body", b""), ("body", b"x" * 65), ("body", None), ("body", "text"), ("body", bytearray(b"ba")),
+    ("WAIT", "false"), ("WAIT", "TRUE"), ("WAIT", None), ("DELAY", "2"), ("DELAY", "0"),
+    ("UNIQ_KEY", "preset"), ("INNER_MULTI_DISPATCH", "q/r"), ("INNER_MULTI_DISPATCH", "q"),
+    ("", "v"), ("a", "v"),
+]
+
+
+def _message(body: bytes, tags: str | None, odd: list[tuple[str, Any]]) -> Message:
+    """A usual message of topic T, with what ``odd`` changes (a field, or a property set or
+    removed)."""
+    m = Message("T", body, tags=tags)
+    for key, value in odd:
+        if key in ("topic", "body"):
+            setattr(m, key, value)
+        elif value is None:
+            m.properties.pop(key, None)
+        else:
+            m.properties[key] = value
+    return m
+
+
+_messages = st.builds(_message, st.binary(min_size=1, max_size=64), st.sampled_from([None, "A"]),
+                      st.one_of(st.just([]), st.lists(st.sampled_from(_ODD), min_size=1, max_size=2)))
+
+
+def _outcome(p: _Producer, batch: list[Any], *, check: bool) -> tuple[Any, ...]:
+    try:
+        b = p._batch_checked(list(batch)) if check else p._batch(batch)
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        made: Any = (type(e), str(e))
+    else:
+        made = (b.topic, b.body, b.flag, b.properties, [id(m) for m in b.messages])
+    # the messages afterwards: ids, property order, topics (a message may be listed twice)
+    after = [(m.topic, list(m.properties.items())) if isinstance(m, Message) else m for m in batch]
+    return made, after, p.instance.unique_ids.next_id()
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.one_of(_messages, _messages, _messages, st.just("not a message")), min_size=1, max_size=6),
+       st.sampled_from([None, "ns"]), st.data())
+def test_one_pass_batch_equals_the_checks_one_by_one(batch: list[Any], namespace: str | None,
+                                                      data: st.DataObject) -> None:
+    if data.draw(st.booleans()) and isinstance(batch[0], Message):
+        batch.append(batch[0])  # a message listed twice is tagged once
+    twin = copy.deepcopy(batch)
+    fast = _outcome(_Producer(namespace), batch, check=False)
+    slow = _outcome(_Producer(namespace), twin, check=True)
+    if isinstance(fast[0][0], str):  # a batch: its messages are the caller's, in order
+        assert fast[0][4] == [id(m) for m in batch]
+        fast = ((*fast[0][:4],), *fast[1:])
+        slow = ((*slow[0][:4],), *slow[1:])
+    assert fast == slow
+
+
+@pytest.mark.parametrize("namespace", [None, "ns"])
+@pytest.mark.parametrize("at", [0, 1, 2, "all"])
+@pytest.mark.parametrize("odd", _ODD, ids=repr)
+def test_each_odd_message_anywhere_gives_what_the_checks_one_by_one_give(
+        odd: tuple[str, Any], at: int | str, namespace: str | None) -> None:
+    batch = [_message(b"a", None, [odd] if at in (i, "all") else []) for i in range(3)]
+    twin = copy.deepcopy(batch)
+    fast = _outcome(_Producer(namespace), batch, check=False)
+    slow = _outcome(_Producer(namespace), twin, check=True)
+    assert fast[0][:4] == slow[0][:4] and fast[1:] == slow[1:]
+
+
+def test_a_usual_batch_takes_the_one_pass() -> None:
+    p = _Producer(None)
+    calls = []
+    p._batch_checked = lambda msgs: calls.append(msgs)  # type: ignore[method-assign]
+    msgs = [Message("T", b"a", tags="A"), Message("T", b"bb", keys="k")]
+    b = p._batch(msgs)
+    assert calls == [] and b.messages == msgs
+    assert [list(m.properties) for m in msgs] == [["TAGS", "WAIT", "UNIQ_KEY"], ["KEYS", "WAIT", "UNIQ_KEY"]]
