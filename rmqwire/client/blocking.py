@@ -798,46 +798,71 @@ _POLL_OTHER = select.POLLIN
 _read_polls = threading.local()
 
 
-def _read_here(reactor: Any, channel: Any, waiter: Waiter) -> int:
-    """Wait for and read ``waiter``'s answer on ``channel`` in the calling thread, which holds the
-    reactor lock (the reactor waits in epoll): no wake-up of the reactor thread and none of the
-    caller after it. Only while the call is the connection's only one, the socket is read and
-    not written by the reactor (no TLS, nothing queued); the socket is taken out of the reactor's
-    epoll meanwhile (else the answer wakes the reactor too, which then waits for the lock and
-    reads nothing). The wait also watches the reactor's epoll, so any other I/O (a queued call's
-    bell, another connection, a stop) ends it at once, as does the reactor's next timer: then
-    the reactor goes on as if nothing happened, and reads the rest of the answer if any.
-    What is read goes through the reactor's own read step (``_doReadOrWrite``), with writes held
-    to the end as a drain's. Returns _READ when anything was read (the caller then checks the
-    timers), | _INTERRUPTED when other I/O ended the wait."""
+def _take_out(reactor: Any, channel: Any) -> tuple[Any, int, float, Any] | None:
+    """Before a caller holding the reactor lock writes its request on ``channel``: the socket
+    taken out of the reactor's epoll when the caller may wait for and read the answer itself
+    (``_read_here``): the call is the connection's only one, the socket is read and not written
+    by the reactor (no TLS, nothing queued) and no timer is due. Taken out before the write, the
+    answer cannot wake the reactor even when the caller is preempted between its write and its
+    wait (on a busy core the reactor used to wake on the answer there, wait for the lock, and
+    hold it when the caller's next send came: that send queued). Returns (transport, fd, end of
+    the wait, epoll) for ``_read_here``, which puts the socket back; None when not taken out."""
     transport = getattr(channel, "transport", None)
     if (getattr(transport, "TLS", True) or not getattr(channel, "connected", False)
             or len(channel.connection) != 1 or transport.dataBuffer or transport._tempDataLen):
-        return 0
+        return None
     fd = transport.fileno()
-    reads, writes, selectables = reactor._reads, reactor._writes, reactor._selectables
-    if fd not in reads or fd in writes or selectables.get(fd) is not transport:
-        return 0
+    if fd not in reactor._reads or fd in reactor._writes or reactor._selectables.get(fd) is not transport:
+        return None
     timeout = reactor.timeout()
     if timeout is None or timeout > READ_HERE_LIMIT:
         timeout = READ_HERE_LIMIT
     if timeout <= 0:
-        return 0
+        return None
     epoll = reactor._poller._poller
-    epfd = epoll.fileno()
-    cached = getattr(_read_polls, "poll", None)
-    if cached is None or cached[0] != fd or cached[1] != epfd:
-        poller = select.poll()
-        poller.register(fd, _POLL_ANSWER)
-        poller.register(epfd, _POLL_OTHER)
-        cached = _read_polls.poll = (fd, epfd, poller)
-    poll = cached[2].poll
     epoll.modify(fd, 0)  # still reported: errors and hang-ups, which end the wait too
+    return transport, fd, time.monotonic() + timeout, epoll
+
+
+def _put_back(reactor: Any, fd: int, epoll: Any) -> None:
+    """The socket back in the reactor's epoll as Twisted's tables say it is watched."""
+    mask = (select.EPOLLIN if fd in reactor._reads else 0) | (select.EPOLLOUT if fd in reactor._writes else 0)
+    if mask:
+        with contextlib.suppress(OSError):  # closed meanwhile (its number maybe reused)
+            epoll.modify(fd, mask)
+
+
+def _read_here(reactor: Any, taken: tuple[Any, int, float, Any], waiter: Waiter) -> int:
+    """Wait for and read ``waiter``'s answer in the calling thread, which holds the reactor lock
+    (the reactor waits in epoll) and wrote the request after ``_take_out`` (``taken``) took the
+    socket out of the reactor's epoll: no wake-up of the reactor thread and none of the caller
+    after it. The wait also watches the reactor's epoll, so any other I/O (a queued call's bell,
+    another connection, a stop) ends it at once, as does the reactor's next timer: then the
+    reactor goes on as if nothing happened, and reads the rest of the answer if any. What is read
+    goes through the reactor's own read step (``_doReadOrWrite``), with writes held to the end as
+    a drain's. The socket is back in the reactor's epoll when it returns. Returns _READ when
+    anything was read (the caller then checks the timers), | _INTERRUPTED when other I/O ended
+    the wait."""
+    transport, fd, end, epoll = taken
+    reads, selectables = reactor._reads, reactor._selectables
     outcome = 0
     held = hold_flushes()
     try:
-        end = time.monotonic() + timeout
-        while not waiter._done:
+        # the write went to Twisted's queue (the socket full) or lost the connection: the
+        # reactor's from here
+        if (transport.dataBuffer or transport._tempDataLen or fd in reactor._writes
+                or fd not in reads or selectables.get(fd) is not transport):
+            return 0
+        timeout = end - time.monotonic()
+        epfd = epoll.fileno()
+        cached = getattr(_read_polls, "poll", None)
+        if cached is None or cached[0] != fd or cached[1] != epfd:
+            poller = select.poll()
+            poller.register(fd, _POLL_ANSWER)
+            poller.register(epfd, _POLL_OTHER)
+            cached = _read_polls.poll = (fd, epfd, poller)
+        poll = cached[2].poll
+        while not waiter._done and timeout > 0:
             events = poll(timeout * 1000)
             answered = 0
             for ready, event in events:
@@ -856,14 +881,9 @@ def _read_here(reactor: Any, channel: Any, waiter: Waiter) -> int:
             if fd not in reads or selectables.get(fd) is not transport:
                 break  # lost, or no longer read
             timeout = end - time.monotonic()
-            if timeout <= 0:
-                break
     finally:
         release_flushes(held)
-        mask = (select.EPOLLIN if fd in reads else 0) | (select.EPOLLOUT if fd in writes else 0)
-        if mask:
-            with contextlib.suppress(OSError):  # closed meanwhile (its number maybe reused)
-                epoll.modify(fd, mask)
+        _put_back(reactor, fd, epoll)
     return outcome
 
 
@@ -953,21 +973,36 @@ class _Inbox:
                 heap = reactor._pendingTimedCalls
                 head = heap[0] if heap else None
                 when = head.time if head is not None else 0.0
+                taken = None
+                wake = False
                 held = hold_flushes()  # written when the call returns, as a drain's
                 try:
                     self._drain_items(((fn, arg, None, sink),))
+                    # the reactor's wait ends at the soonest timer it knew: one set sooner here
+                    # (a first call's deadline, a retry's delay) must wake it
+                    if reactor._newTimedCalls or (heap and (heap[0] is not head or heap[0].time < when)):
+                        wake = True
+                    elif self._read_backoff:
+                        self._read_backoff -= 1
+                    elif type(sink) is Waiter and not sink._done:
+                        channel = getattr(sink.attempt, "channel", None)
+                        if channel is not None:
+                            try:
+                                taken = _take_out(reactor, channel)  # before the write
+                            except Exception:
+                                log.failure("taking a socket out of the reactor's epoll failed")
                 finally:
-                    release_flushes(held)
-                # the reactor's wait ends at the soonest timer it knew: one set sooner here (a
-                # first call's deadline, a retry's delay) must wake it
-                if reactor._newTimedCalls or (heap and (heap[0] is not head or heap[0].time < when)):
-                    self._wake(reactor)
-                elif self._read_backoff:
-                    self._read_backoff -= 1
-                elif type(sink) is Waiter and not sink._done:
-                    channel = getattr(sink.attempt, "channel", None)
                     try:
-                        outcome = 0 if channel is None else _read_here(reactor, channel, sink)
+                        release_flushes(held)  # the write
+                    except BaseException:
+                        if taken is not None:
+                            _put_back(reactor, taken[1], taken[3])
+                        raise
+                if wake:
+                    self._wake(reactor)
+                elif taken is not None:
+                    try:
+                        outcome = _read_here(reactor, taken, sink)
                     except Exception:  # the call is under way all the same: the reactor reads it
                         log.failure("reading an answer in its caller's thread failed")
                         outcome = _READ | _INTERRUPTED

@@ -11,6 +11,7 @@ happened (bounded).
 from __future__ import annotations
 
 import random
+import select
 import socket
 import threading
 import time
@@ -190,6 +191,63 @@ def test_a_caller_reads_its_own_answer_while_the_reactor_waits(
         assert facade.call(lambda: len(facade._inbox._pending), timeout=WAIT) == 0
         assert not peer.errors
     finally:
+        peer.close()
+
+
+def test_an_answer_that_comes_before_the_callers_wait_does_not_wake_the_reactor(
+        client: RemotingClient, reactor: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a caller preempted between its write and its wait (a busy core): the answer is there
+    # before it waits, and must not wake the reactor meanwhile (woken, the reactor waited for
+    # the lock and held it when the caller's next send came, which then queued)
+    answered = threading.Event()
+
+    def echo(peer: ThreadPeer, conn: socket.socket, cmd: RemotingCommand) -> None:
+        ThreadPeer.echo(peer, conn, cmd)
+        answered.set()
+
+    peer = ThreadPeer(echo)
+    woke: list[int] = []
+    unlocked = facade.call(lambda: reactor._poller, timeout=WAIT)
+    epoll = unlocked._poller
+
+    class Spy:
+        """The reactor's epoll, noting which sockets its waits return."""
+
+        def poll(self, *a: Any) -> Any:
+            events = epoll.poll(*a)
+            woke.extend(fd for fd, _ in events)
+            return events
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(epoll, name)
+
+    try:
+        channel = facade.call(client.channel, peer.addr, timeout=WAIT)
+        fd = facade.call(channel.transport.fileno, timeout=WAIT)
+        me = threading.current_thread()
+        real = facade._read_here
+
+        def late(*a: Any) -> int:
+            # the answer is on the socket before the caller waits for it
+            assert answered.wait(WAIT)
+            assert select.select([fd], [], [], WAIT)[0] == [fd]
+            return real(*a)
+
+        monkeypatch.setattr(facade, "_read_here", late)
+        facade.call(setattr, unlocked, "_poller", Spy(), timeout=WAIT)  # the reactor's next waits
+        for i in range(TRIES):
+            answered.clear()
+            del woke[:]
+            response, attempt = call_here(channel, f"late {i}".encode())
+            assert response.body == f"late {i}".encode()
+            if attempt.thread is me:
+                break
+        assert attempt.thread is me
+        facade.call(lambda: None, timeout=WAIT)  # a reactor pass: its waits so far are noted
+        assert fd not in woke
+        assert not peer.errors
+    finally:
+        facade.call(setattr, unlocked, "_poller", epoll, timeout=WAIT)
         peer.close()
 
 
