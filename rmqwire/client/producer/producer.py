@@ -692,25 +692,20 @@ class Producer:
         """``_oneway_direct`` once its queue is picked (``_first_pick``'s values)."""
         try:
             gated = instance.oneway_broker_channel(addr) if addr is not None else None
-            now = begin  # read by _send in this same call
-            if gated is None or timeout_ms < now - begin:
+            if gated is None:
                 return _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info, mq).start()
             channel, gate = gated
         except Exception:
             return defer.fail()
         try:
-            request = self._first_request(msg, mq, now, instance, oneway=True)
+            # begin was read by _send in this same call: the budget is whole
+            request = self._first_request(msg, mq, begin, instance, oneway=True)
             if type(request) is SendPrepared:
                 channel.write_oneway_prepared(request)
             else:
                 channel.write_oneway(request)
         except Exception:
-            # as the general path's failed send_kernel (fault item, "Send [1] times" error)
-            loop = _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info)
-            loop.mq = mq
-            loop.brokers_sent.append(mq.broker_name)
-            loop.prev = now
-            return defer.maybeDeferred(loop._failed, Failure())
+            return self._oneway_write_failed(msg, mq, info, begin, timeout_ms)
         # the general path's update_fault_item after the write is a no-op without the strategy;
         # past a full connection's gate the send (its in-flight slot) ends when the gate opens:
         # memory stays bounded by the slots, and no general path (a Deferred chain) per send
@@ -901,13 +896,18 @@ class Producer:
                                    f"{base}{_UNIQ}\x01{uid}\x02", msg.body)
             channel.write_oneway_prepared(request)
         except Exception:
-            # as the general path's failed send_kernel (fault item, "Send [1] times" error)
-            loop = _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info)
-            loop.mq = mq
-            loop.brokers_sent.append(mq.broker_name)
-            loop.prev = begin
-            return defer.maybeDeferred(loop._failed, Failure())
+            return self._oneway_write_failed(msg, mq, info, begin, timeout_ms)
         return gate.written_past() if gate.paused else None
+
+    def _oneway_write_failed(self, msg: CodecMessage, mq: MessageQueue, info: TopicPublishInfo,
+                             begin: int, timeout_ms: int) -> Deferred[Any]:
+        """A direct oneway write that raised (the exception being handled) ends as the general
+        path's failed send_kernel would: its fault item and the "Send [1] times" error."""
+        loop = _DefaultSend(self, msg, CommunicationMode.ONEWAY, begin, timeout_ms, info)
+        loop.mq = mq
+        loop.brokers_sent.append(mq.broker_name)
+        loop.prev = begin
+        return defer.maybeDeferred(loop._failed, Failure())
 
     def _first_pick(self, topic: str) -> tuple[TopicPublishInfo, MessageQueue, ClientInstance, str | None] | None:
         """``sendDefaultImpl``'s first queue in its common case (the route cached, no latency

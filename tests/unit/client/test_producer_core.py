@@ -434,15 +434,21 @@ def test_every_attempt_failing_gives_java_message_and_the_last_cause(warm: bool)
     assert len(sent_to) == 3 and sent_to[0] != sent_to[1] and sent_to[1] != sent_to[2]
 
 
-@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
-def test_timeout_budget_spans_attempts(warm: bool) -> None:
+def held_send(warm: bool, **config: Any) -> tuple[World, Any]:
+    """A send to two brokers that hold every request (no answer): the world and its Deferred."""
     w = World(("broker-a", "broker-b"))
     w.add_topic("T")
-    p = started(w, send_msg_timeout=3000, warm=warm)
+    p = started(w, warm=warm, **config)
     for b in w.brokers.values():
         b.hold = True
     d = p.send(Message("T", b"x"))
     w.run()
+    return w, d
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_timeout_budget_spans_attempts(warm: bool) -> None:
+    w, d = held_send(warm, send_msg_timeout=3000)
     assert len(all_sends(w)) == 1
     w.advance(3.001)  # the first attempt used the whole budget
     err = _t.failureResultOf(d, RemotingTimeoutError).value
@@ -454,13 +460,7 @@ def test_a_retry_with_no_budget_left_is_not_written(warm: bool) -> None:
     # The first attempt times out with exactly the whole budget spent (cost == timeout): Java's
     # loop still retries, but its invokeSync refuses to write with nothing left, so the broker
     # never sees the message twice (a reply message would be pushed to its requester twice).
-    w = World(("broker-a", "broker-b"))
-    w.add_topic("T")
-    p = started(w, send_msg_timeout=3000, warm=warm)
-    for b in w.brokers.values():
-        b.hold = True
-    d = p.send(Message("T", b"x"))
-    w.run()
+    w, d = held_send(warm, send_msg_timeout=3000)
     w.advance(3.0)
     err = _t.failureResultOf(d, MQClientError).value
     assert str(err).startswith("Send [3] times") and err.response_code == 10002
@@ -470,13 +470,7 @@ def test_a_retry_with_no_budget_left_is_not_written(warm: bool) -> None:
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_per_request_cap_leaves_budget_for_retries(warm: bool) -> None:
-    w = World(("broker-a", "broker-b"))
-    w.add_topic("T")
-    p = started(w, send_msg_timeout=3000, send_msg_max_timeout_per_request=1000, warm=warm)
-    for b in w.brokers.values():
-        b.hold = True
-    d = p.send(Message("T", b"x"))
-    w.run()
+    w, d = held_send(warm, send_msg_timeout=3000, send_msg_max_timeout_per_request=1000)
     for _ in range(3):
         w.advance(1.0)
     err = _t.failureResultOf(d, MQClientError).value

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import struct
 from types import SimpleNamespace
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -215,6 +216,16 @@ status_codes = st.sampled_from([ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TI
                                 ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE])
 
 
+def _typed_and_fast(msg: Any, command: Any, mode: CommunicationMode, namespace: str | None,
+                    retry_another: bool) -> tuple[Any, Any]:
+    """Two attempts of one producer sending ``msg``: one to settle the typed way, one the fast way."""
+    p = _producer(namespace)
+    p.send_result_of = lambda *args: Producer.send_result_of(p, *args)
+    p.process_send_response = lambda *args: Producer.process_send_response(p, *args)
+    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=retry_another)
+    return _attempt(p, msg, command, mode), _attempt(p, msg, command, mode)
+
+
 @settings(max_examples=400)
 @given(code=status_codes | codes, ext=scan_fields, drop=st.sets(st.sampled_from(KEYS), max_size=2),
        remark=st.none() | st.text(max_size=5) | st.sampled_from(["plain remark"]),
@@ -231,11 +242,7 @@ def test_a_scanned_response_settles_the_attempt_as_its_decoded_command(
     scan = scan_json_header(header.decode("latin-1"))
     if scan is None:
         return  # the channel decodes it and calls answered, as before
-    p = _producer(namespace)
-    p.send_result_of = lambda *args: Producer.send_result_of(p, *args)
-    p.process_send_response = lambda *args: Producer.process_send_response(p, *args)
-    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=retry_another)
-    typed, fast = _attempt(p, msg, command, mode), _attempt(p, msg, command, mode)
+    typed, fast = _typed_and_fast(msg, command, mode, namespace, retry_another)
     typed.answered(decode_json_header(header, body))
     fast.answered_scan(scan, body)
     assert fast.outcomes == typed.outcomes and len(fast.outcomes) == 1
@@ -279,11 +286,7 @@ def test_a_usual_send_ok_answer_settles_the_attempt_as_its_decoded_command(
     scan = scan_json_header(header.decode("latin-1"))
     if scan is None:
         return  # the channel decodes it and calls answered, as before
-    p = _producer(namespace)
-    p.send_result_of = lambda *args: Producer.send_result_of(p, *args)
-    p.process_send_response = lambda *args: Producer.process_send_response(p, *args)
-    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=retry_another)
-    typed, fast = _attempt(p, msg, command, mode), _attempt(p, msg, command, mode)
+    typed, fast = _typed_and_fast(msg, command, mode, namespace, retry_another)
     typed.mq = fast.mq = MessageQueue(msg.topic.removeprefix("ns%"), "b0", queue_id)
     typed.answered(decode_json_header(header, None))
     fast.answered_scan(scan, None)
