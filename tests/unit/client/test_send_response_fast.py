@@ -316,3 +316,59 @@ def test_a_5_3_3_brokers_send_ok_answer_is_read_by_the_usual_match() -> None:
         SendStatus.SEND_OK, "UNIQ", "7F0000010000545F00000000245ED142", a.mq, 60971,
         "C000020271E34D5BD81F7E72E00A0001", "DefaultRegion", True, None)
     assert result.message_queue is a.mq
+
+
+#: a batch message's UNIQ_KEY: absent, None, empty, or any text
+_ABSENT = object()
+batch_uniqs = st.lists(st.just(_ABSENT) | st.none() | st.just("") | st.text(max_size=4), min_size=1,
+                       max_size=4)
+
+
+def _batch_of(uniqs: list[Any], namespace: str | None) -> _Batch:
+    topic = f"{namespace}%T" if namespace else "T"
+    inner = [Message(topic=topic, properties={} if u is _ABSENT
+                     else {PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: u}) for u in uniqs]
+    return _Batch(topic, b"batch", {}, inner)
+
+
+@settings(max_examples=300)
+@given(ext=usual_ext, uniqs=batch_uniqs, namespace=st.none() | st.just("ns"),
+       mode=st.sampled_from([CommunicationMode.ASYNC, CommunicationMode.SYNC]),
+       queue_id=st.integers(0, 3))
+def test_a_usual_answer_to_a_batch_settles_it_as_its_decoded_command(ext, uniqs, namespace, mode,
+                                                                       queue_id):
+    # a batch's usual answer (no batchUniqId) read by the usual match: msg_id is its messages'
+    # ids joined, as the typed path joins them, whatever ids they hold (absent, None, empty)
+    msg = _batch_of(uniqs, namespace)
+    header = encode_json_header(RemotingCommand(ResponseCode.SUCCESS, LanguageCode.JAVA, 479, 7,
+                                                FLAG_RESPONSE, None, ext))
+    scan = scan_json_header(header.decode("latin-1"))
+    if scan is None:
+        return  # the channel decodes it and calls answered, as before
+    typed, _ = _typed_and_fast(msg, SendBatchMessage, mode, namespace, False)
+    _, fast = _typed_and_fast(msg, SendBatchMessage, mode, namespace, False)
+    typed.p.send_result_of = lambda *args: None  # the reference: parse_response + process_send_response
+    typed.mq = fast.mq = MessageQueue("T", "b0", queue_id)
+    typed.answered(decode_json_header(header, None))
+    fast.answered_scan(scan, None)
+    assert fast.outcomes == typed.outcomes and len(fast.outcomes) == 1
+
+
+def test_a_5_3_3_brokers_answer_to_a_batch_is_read_by_the_usual_match() -> None:
+    ids = ["7F00000100005145000000009238F900", "7F00000100005145000000009238FE09"]
+    header = ('{"code":0,"extFields":{"queueId":"3","transactionId":"C00002023FE63DBE64517F3106CC0021",'
+              f'"msgId":"{",".join(ids)}","TRACE_ON":"true","MSG_REGION":"DefaultRegion",'
+              '"queueOffset":"235536"},"flag":1,"language":"JAVA","opaque":2,'
+              '"serializeTypeCurrentRPC":"JSON","version":479}')
+    scan = scan_json_header(header)
+    p = _producer(None)
+    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=False)
+    p.send_result_from = None  # not called: the usual match reads it
+    a = _attempt(p, _batch_of(["U0", "U1"], None), SendBatchMessage, CommunicationMode.SYNC)
+    a.mq = MessageQueue("T", "b0", 3)
+    a.answered_scan(scan, None)
+    ((how, result),) = a.outcomes
+    assert how == "settle" and result == SendResult(
+        SendStatus.SEND_OK, "U0,U1", ",".join(ids), a.mq, 235536,
+        "C00002023FE63DBE64517F3106CC0021", "DefaultRegion", True, None)
+    assert result.message_queue is a.mq
