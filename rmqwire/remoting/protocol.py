@@ -210,7 +210,7 @@ class RemotingProtocol(Protocol):
         if timeout is None:
             timeout = self.config.call_timeout
         if not timeout > 0:
-            return defer.fail(ValueError(f"timeout must be positive, got {timeout}"))
+            return defer.fail(self._no_time_left(timeout, cmd))
         if cmd.flag & FLAG_ONEWAY:
             return defer.fail(LocalProtocolError("invoke() got a oneway request; use invoke_oneway()"))
         if not self.connected or self._closing:  # not is_open
@@ -245,7 +245,7 @@ class RemotingProtocol(Protocol):
         call's opaque (``forget`` drops the call). With RPC hooks, ``receiver.request`` is set to
         the request as sent (after_response reads it)."""
         if not timeout > 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
+            raise self._no_time_left(timeout, cmd)
         if cmd.flag & FLAG_ONEWAY:
             raise LocalProtocolError("invoke_direct() got a oneway request; use invoke_oneway()")
         if not self.connected or self._closing:
@@ -284,7 +284,7 @@ class RemotingProtocol(Protocol):
         if self.config.rpc_hooks or conn.serialize_type is not SerializeType.JSON:
             return self.invoke_direct(request.command(), timeout, receiver)
         if not timeout > 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
+            raise self._no_time_left(timeout, request)
         if not self.connected or self._closing:
             raise self._not_open_error(request)
         now = self.reactor.seconds()
@@ -315,7 +315,7 @@ class RemotingProtocol(Protocol):
         if timeout is None:
             timeout = self.config.call_timeout
         if not timeout > 0:
-            return defer.fail(ValueError(f"timeout must be positive, got {timeout}"))
+            return defer.fail(self._no_time_left(timeout, request))
         if not self.connected or self._closing:
             return defer.fail(self._not_open_error(request))
         d: Deferred[RemotingCommand] = Deferred(canceller=self._forget)
@@ -388,6 +388,18 @@ class RemotingProtocol(Protocol):
         return ConnectionLostError(
             f"cannot send request {code_name(cmd.code)} to {self.peer}: connection {state}"
         )
+
+    def _no_time_left(self, timeout: float, cmd: RemotingCommand | PreparedRequest) -> Exception:
+        """The error of a two-way call given a ``timeout`` that is not positive: a budget spent
+        (0 or less) is a timeout, as Java's ``invokeSync`` with nothing left (nothing is written,
+        so the peer never sees a request its caller gave up on); anything else (NaN) is no timeout
+        at all. A configured timeout is refused where it is configured (``RemotingConfig``,
+        ``ProducerConfig``)."""
+        if timeout <= 0:
+            return RemotingTimeoutError(
+                f"request {code_name(cmd.code)} to {self.peer} timed out before it was sent: "
+                f"no time left ({timeout:g} s)")
+        return ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
 
     def _touch(self) -> None:
         self._last_activity = self.reactor.seconds()

@@ -1194,10 +1194,6 @@ class Producer:
         command, header, body = self._send_request(msg, mq, now, instance)
         if timeout_ms < 0:
             return defer.fail(RemotingTimeoutError("sendKernelImpl call timeout"))
-        if timeout_ms == 0 and mode is CommunicationMode.SYNC:
-            # a retry after an attempt that spent the whole budget: Java's invokeSync writes
-            # nothing with no time left, so the broker never gets the message twice
-            return defer.fail(RemotingTimeoutError(f"invokeSync call the addr[{addr}] timeout"))
         remaining = timeout_ms / 1000
         if mode is CommunicationMode.ONEWAY:
             d = instance.when_writable(addr)

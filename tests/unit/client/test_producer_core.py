@@ -468,6 +468,14 @@ def test_a_retry_with_no_budget_left_is_not_written(warm: bool) -> None:
     assert len(all_sends(w)) == 1
 
 
+@pytest.mark.parametrize("value", [0, -1])
+def test_a_bad_send_msg_timeout_is_refused_when_configured(value: int) -> None:
+    # a configured budget that could never send is the caller's mistake, said at once
+    w = World()
+    with pytest.raises(ValueError, match="send_msg_timeout must be positive"):
+        Producer(w.reactor, "pg", namesrv_addr=w.namesrv_addr, send_msg_timeout=value)
+
+
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_per_request_cap_leaves_budget_for_retries(warm: bool) -> None:
     w, d = held_send(warm, send_msg_timeout=3000, send_msg_max_timeout_per_request=1000)

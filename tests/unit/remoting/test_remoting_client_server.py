@@ -676,3 +676,37 @@ def test_call_prepared_waits_for_the_channel_then_writes_the_frame() -> None:
     assert second.code == ResponseCode.PULL_NOT_FOUND and second.header.next_begin_offset == 10
     assert [h.queue_offset for h in broker.headers] == [3, 12]
     assert broker.headers[1] == PullMessageRequestHeader(**{**PULL_FIELDS, "queue_offset": 12})
+
+
+@pytest.mark.parametrize("timeout", [0.0, -0.5])
+def test_a_call_with_its_budget_spent_times_out_unwritten(timeout: float) -> None:
+    """Every typed and raw call of the client on an open channel with no time left fails as a
+    timeout (Java's invokeSync, left <= 0) and the peer never sees the request; the channel
+    serves the next call as before."""
+    from rmqwire.codec.commands.pull import PullMessageRequestHeader, PullRequestTemplate
+
+    class Recording(Broker):
+        @PullMessage.responder
+        def pull(self, header: Any, body: None, context: RequestContext) -> Any:
+            self.headers.append(header)
+            return super().pull(header, body, context)
+
+    broker = Recording()
+    w = World(broker)
+    d = w.client.call(ADDR, GetRouteInfo, topic="T", timeout=3.0)
+    pump = w.connect()
+    pump.flush()
+    assert _sync.successResultOf(d).ok and len(broker.headers) == 1
+    template = PullRequestTemplate(PullMessage, PullMessageRequestHeader(**PULL_FIELDS))
+    spent = [
+        w.client.call(ADDR, GetRouteInfo, topic="T", timeout=timeout),
+        w.client.call_prepared(ADDR, PullMessage, template.request(3, 0, 0), timeout=timeout),
+        w.client.invoke(ADDR, ROUTE, timeout),
+    ]
+    pump.flush()
+    for call in spent:
+        assert "no time left" in str(_sync.failureResultOf(call, RemotingTimeoutError).value)
+    assert len(broker.headers) == 1 and w.client.channels[ADDR].pending_count == 0
+    d = w.client.call(ADDR, GetRouteInfo, topic="T", timeout=3.0)
+    pump.flush()
+    assert _sync.successResultOf(d).ok and len(broker.headers) == 2

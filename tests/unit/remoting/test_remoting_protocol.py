@@ -237,7 +237,7 @@ def test_invoke_direct_timeout_loss_and_forget() -> None:
 
 def test_invoke_direct_refusals_raise_before_anything_is_written() -> None:
     h = Harness(max_inflight=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(RemotingTimeoutError):
         h.proto.invoke_direct(ROUTE, 0, Receiver())
     with pytest.raises(LocalProtocolError):
         h.proto.invoke_direct(dataclasses.replace(ROUTE, flag=FLAG_ONEWAY), 3.0, Receiver())
@@ -266,11 +266,46 @@ def test_invoke_direct_runs_hooks_and_survives_a_failing_receiver(log_events) ->
     assert any("response handler" in f for f in log_events.formats(LogLevel.critical))
 
 
-@pytest.mark.parametrize("timeout", [0, -1.0])
-def test_non_positive_timeout_is_refused(timeout: float) -> None:
+def _every_invoke(h: Harness, timeout: float) -> list[BaseException]:
+    """What each two-way entry point (Deferred or raising) gives for ``timeout``."""
+    errors: list[BaseException] = [
+        _sync.failureResultOf(h.proto.invoke(ROUTE, timeout)).value,
+        _sync.failureResultOf(h.proto.invoke_prepared(_prepared(), timeout)).value,
+    ]
+    for call in (lambda: h.proto.invoke_direct(ROUTE, timeout, Receiver()),
+                 lambda: h.proto.invoke_direct_prepared(_prepared(), timeout, Receiver(), True)):
+        with pytest.raises(Exception) as caught:
+            call()
+        errors.append(caught.value)
+    return errors
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0, -0.001, -1.0])
+def test_a_spent_budget_times_out_without_writing(timeout: float) -> None:
+    # Java's invokeSync with nothing left (left <= 0): a RemotingTimeoutException, no write
     h = Harness()
-    _sync.failureResultOf(h.proto.invoke(ROUTE, timeout), ValueError)
+    errors = _every_invoke(h, timeout)
+    assert [type(e) for e in errors] == [RemotingTimeoutError] * 4
+    assert all("GET_ROUTEINFO_BY_TOPIC" in str(e) and "10.0.0.1:10911" in str(e) for e in errors)
+    assert h.tr.value() == b"" and h.proto.pending_count == 0
+    assert h.proto._deadline_call is None  # no deadline armed for a call never made
+    d = h.proto.invoke(ROUTE, 1.0)  # the connection is as it was: the next call goes out
+    (sent,) = h.sent()
+    h.feed(sent.response_to(0))
+    assert _sync.successResultOf(d).opaque == sent.opaque
+
+
+def test_a_timeout_that_is_no_number_is_refused() -> None:
+    h = Harness()
+    assert [type(e) for e in _every_invoke(h, float("nan"))] == [ValueError] * 4
     assert h.tr.value() == b""
+
+
+@pytest.mark.parametrize("field", ["call_timeout", "connect_timeout"])
+@pytest.mark.parametrize("value", [0, -1.0, float("nan")])
+def test_a_bad_configured_timeout_is_refused_with_the_config(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        RemotingConfig(**{field: value})
 
 
 # ---- oneway ---------------------------------------------------------------------------------------
