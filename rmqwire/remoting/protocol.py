@@ -292,7 +292,12 @@ class RemotingProtocol(Protocol):
         opaque, data = conn.send_prepared(request, deadline, timeout=timeout, token=receiver,
                                           scanned=scanned,
                                           call=receiver if isinstance(receiver, PendingCall) else None)
-        self._call_written(data, now, deadline)
+        # _call_written, inline: every warm send's first attempt is written here
+        self._last_activity = now
+        self.transport.write(data)
+        timer = self._deadline_call
+        if timer is None or timer.getTime() > deadline:
+            self._arm(deadline)
         return opaque
 
     def forget(self, opaque: int) -> None:

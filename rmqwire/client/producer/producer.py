@@ -325,9 +325,10 @@ class Producer:
         self._quoted_heads: dict[str, str] = {}
         #: topic -> its send plan (_send_planned), remade when the route or the configuration changes
         self._plans: dict[str, _SendPlan] = {}
-        #: properties text without the UNIQ_KEY -> its quoted form, no closing quote, when a send
-        #: plan may frame it; "" when not (a reply or transaction property: _plain_head)
-        self._plain_heads: dict[str, str] = {}
+        #: properties text without the UNIQ_KEY -> (that text, its quoted form without the closing
+        #: quote) when a send plan may frame it; () when not (a reply or transaction property:
+        #: _plain_head). A tuple kept, not one made per send
+        self._plain_heads: dict[str, tuple[str, str] | tuple[()]] = {}
         self._namespace = self.client_config.namespace
         self.metrics = metrics_for(self.client_config.metrics)
 
@@ -544,7 +545,8 @@ class Producer:
         try:
             if queue is not None and selector is not None:
                 raise TypeError("give queue or selector, not both")
-            self._make_sure_state_ok()
+            if self.state is not ServiceState.RUNNING:
+                self._make_sure_state_ok()
             if not isinstance(msg, CodecMessage):
                 msg = self._batch(msg)
             check_message(msg, self.config.max_message_size)
@@ -780,18 +782,18 @@ class Producer:
         plan.ok = True
         return plan
 
-    def _plain_head(self, base: str) -> str:
-        """``base`` (a properties text without the UNIQ_KEY) quoted as the template writes it,
-        without its closing quote; "" when a send plan does not frame it: a reply (MSG_TYPE: its
-        own command) or a transaction (TRAN_MSG: its sysFlag) property. A key is followed by
-        \x01 in the text and nowhere else, so a substring test finds every such key."""
+    def _plain_head(self, base: str) -> tuple[str, str] | tuple[()]:
+        """``base`` (a properties text without the UNIQ_KEY) and that text quoted as the template
+        writes it, without its closing quote; () when a send plan does not frame it: a reply
+        (MSG_TYPE: its own command) or a transaction (TRAN_MSG: its sysFlag) property. A key is
+        followed by \x01 in the text and nowhere else, so a substring test finds every such key."""
         heads = self._plain_heads
         if len(heads) >= 256:  # an application with ever new texts: start over
             heads.clear()
         plain = not (f"{PropertyKey.MESSAGE_TYPE}\x01" in base
                      or f"{PropertyKey.TRANSACTION_PREPARED}\x01" in base)
-        head = heads[base] = json_quote(base)[:-1] if plain else ""
-        return head
+        text = heads[base] = (base, json_quote(base)[:-1]) if plain else ()
+        return text
 
     def _send_planned(self, msg: CodecMessage, mode: CommunicationMode, begin: int, timeout_ms: int,
                       sink: Any, tokens: _Semaphore | None) -> Deferred[Any] | None:
@@ -803,20 +805,8 @@ class Producer:
         ``_send_default`` before anything changed; a queue whose broker address moved, or whose
         connection is not open, ``_first_attempt`` after the pick, as ``_send_default``."""
         plan = self._plan_of(msg.topic)
-        props = msg.properties
-        flag = msg.flag
-        if (plan is None or isinstance(msg, _Batch) or _UNIQ in props
-                or len(msg.body) >= plan.compress_over
-                or type(flag) is not int or not -2147483648 <= flag <= 2147483647):
-            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
-        try:
-            base = encode_properties(props)
-        except Exception:  # a map it refuses: _first_request's path reports it
-            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
-        head = self._plain_heads.get(base)
-        if head is None:
-            head = self._plain_head(base)
-        if not head:
+        text = None if plan is None else self._planned_text(msg, plan)
+        if text is None:
             return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
         info = plan.info
         # MQFaultStrategy's first pick without the latency strategy (TopicPublishInfo.select_one)
@@ -827,10 +817,8 @@ class Producer:
         if raw is not None and addrs is not None and addrs.get(0) == raw and timeout_ms > 0:
             channel = instance.open_broker_channel(addr)
         if channel is None:  # the general path judges it, as after _first_pick
-            addr = instance.routes.find_broker_address_in_publish(broker)
-            if addr is not None and self.client_config.vip_channel_enabled:
-                addr = _vip_address(addr)
-            return self._first_attempt(msg, mode, info, mq, instance, addr, begin, timeout_ms,
+            return self._first_attempt(msg, mode, info, mq, instance,
+                                       _publish_address(self, instance, broker), begin, timeout_ms,
                                        sink, tokens, begin)
         attempt = _FirstAttempt(self, msg, mode, info, mq, addr, begin, timeout_ms, begin, sink, tokens)
         if type(sink) is _SendDeferred or hasattr(sink, "attempt"):
@@ -845,16 +833,9 @@ class Producer:
             seconds = (cur if cur > 1 else 1) / 1000
         attempt.cur = cur
         try:
-            uid = instance.unique_ids.next_id()
-            props[_UNIQ] = uid
-            body = msg.body
             attempt.command = SendMessageV2
-            attempt.body = body
-            # the values SendRequestTemplate.request checks are known in range (queue ids when
-            # the plan was made, the flag above, sysFlag 0, the born timestamp an int of ms)
-            request = SendPrepared(template, (mq.queue_id, 0, begin, flag,
-                                              f'{head}{_UNIQ}\\u0001{uid}\\u0002"'.encode()),
-                                   f"{base}{_UNIQ}\x01{uid}\x02", body)
+            attempt.body = msg.body
+            request = self._planned_request(msg, template, mq, begin, text, instance)
         except Exception:  # as _first_attempt's failed request
             if mode is CommunicationMode.SYNC:
                 attempt.fall_back(Failure())
@@ -871,21 +852,12 @@ class Producer:
 
     def _oneway_planned(self, msg: CodecMessage, begin: int, timeout_ms: int) -> Deferred[Any] | None:
         """``_oneway_direct`` through the topic's send plan (as ``_send_planned``)."""
-        props = msg.properties
-        flag = msg.flag
         try:
             plan = self._plan_of(msg.topic)
-            if (plan is None or isinstance(msg, _Batch) or _UNIQ in props
-                    or len(msg.body) >= plan.compress_over
-                    or type(flag) is not int or not -2147483648 <= flag <= 2147483647):
-                return self._oneway_direct(msg, begin, timeout_ms)
-            base = encode_properties(props)
-            head = self._plain_heads.get(base)
-            if head is None:
-                head = self._plain_head(base)
         except Exception:  # nothing changed yet: _oneway_direct's path reports it
             return self._oneway_direct(msg, begin, timeout_ms)
-        if not head:
+        text = None if plan is None else self._planned_text(msg, plan)
+        if text is None:
             return self._oneway_direct(msg, begin, timeout_ms)
         info = plan.info
         mq, broker, raw, addr, _, template = plan.queues[info.index.increment_and_get() % plan.n]
@@ -895,21 +867,46 @@ class Producer:
         if raw is not None and addrs is not None and addrs.get(0) == raw and timeout_ms >= 0:
             gated = instance.oneway_broker_channel(addr)
         if gated is None:  # the general path judges it, as after _first_pick
-            addr = instance.routes.find_broker_address_in_publish(broker)
-            if addr is not None and self.client_config.vip_channel_enabled:
-                addr = _vip_address(addr)
-            return self._oneway_at(msg, info, mq, instance, addr, begin, timeout_ms)
+            return self._oneway_at(msg, info, mq, instance, _publish_address(self, instance, broker),
+                                   begin, timeout_ms)
         channel, gate = gated
         try:
-            uid = instance.unique_ids.next_id()
-            props[_UNIQ] = uid
-            request = SendPrepared(template, (mq.queue_id, 0, begin, flag,
-                                              f'{head}{_UNIQ}\\u0001{uid}\\u0002"'.encode()),
-                                   f"{base}{_UNIQ}\x01{uid}\x02", msg.body)
-            channel.write_oneway_prepared(request)
+            channel.write_oneway_prepared(self._planned_request(msg, template, mq, begin, text, instance))
         except Exception:
             return self._oneway_write_failed(msg, mq, info, begin, timeout_ms)
         return gate.written_past() if gate.paused else None
+
+    def _planned_text(self, msg: CodecMessage, plan: _SendPlan) -> tuple[str, str] | None:
+        """What a send plan frames of ``msg``: its properties text (no UNIQ_KEY yet) and that
+        text quoted without its closing quote (``_plain_head``); None for a message the plan does
+        not frame (a batch, a UNIQ_KEY already set, a body at the compression threshold, a flag
+        out of int32, a properties map encode_properties refuses, a reply or transaction
+        property), which then takes the general path before anything changed."""
+        try:
+            props = msg.properties
+            flag = msg.flag
+            if (isinstance(msg, _Batch) or _UNIQ in props or len(msg.body) >= plan.compress_over
+                    or type(flag) is not int or not -2147483648 <= flag <= 2147483647):
+                return None
+            base = encode_properties(props)
+            text = self._plain_heads.get(base)
+            if text is None:
+                text = self._plain_head(base)
+        except Exception:  # the general path reports it
+            return None
+        return text or None
+
+    def _planned_request(self, msg: CodecMessage, template: SendRequestTemplate, mq: MessageQueue,
+                         begin: int, text: tuple[str, str], instance: ClientInstance) -> SendPrepared:
+        """The planned first attempt's request of ``msg`` (its UNIQ_KEY set here). The values
+        SendRequestTemplate.request checks are known in range: queue ids when the plan was made,
+        the flag by ``_planned_text``, sysFlag 0, the born timestamp an int of ms."""
+        base, head = text
+        uid = instance.unique_ids.next_id()
+        msg.properties[_UNIQ] = uid
+        return SendPrepared(template, (mq.queue_id, 0, begin, msg.flag,
+                                       f'{head}{_UNIQ}\\u0001{uid}\\u0002"'.encode()),
+                            f"{base}{_UNIQ}\x01{uid}\x02", msg.body)
 
     def _oneway_write_failed(self, msg: CodecMessage, mq: MessageQueue, info: TopicPublishInfo,
                              begin: int, timeout_ms: int) -> Deferred[Any]:
@@ -931,10 +928,7 @@ class Producer:
         mq = info.select_one()  # MQFaultStrategy's first pick without the latency strategy
         assert mq is not None
         instance = self._instance()
-        addr = instance.routes.find_broker_address_in_publish(mq.broker_name)
-        if addr is not None and self.client_config.vip_channel_enabled:
-            addr = _vip_address(addr)
-        return info, mq, instance, addr
+        return info, mq, instance, _publish_address(self, instance, mq.broker_name)
 
     def _metered(self, result: Any, msg: CodecMessage, begin: int) -> Any:
         assert self.metrics is not None
@@ -1885,6 +1879,14 @@ class _AsyncSend:
         self.timeout = remaining
         self.begin = p._now_ms()
         return self._call()
+
+
+def _publish_address(p: Producer, instance: ClientInstance, broker: str) -> str | None:
+    """The address a send to ``broker`` dials: its master's (VIP port when enabled), or None."""
+    addr = instance.routes.find_broker_address_in_publish(broker)
+    if addr is not None and p.client_config.vip_channel_enabled:
+        addr = _vip_address(addr)
+    return addr
 
 
 def _vip_address(addr: str) -> str:
