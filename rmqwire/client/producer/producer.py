@@ -765,13 +765,14 @@ class Producer:
             raw = instance.routes.find_broker_address_in_publish(mq.broker_name)
             addr = _vip_address(raw) if raw is not None and vip else raw
             templates = []
-            for oneway in (False, True):
-                key = (SendMessageV2, topic, mq.broker_name, oneway)
+            for command, oneway in ((SendMessageV2, False), (SendMessageV2, True),
+                                    (SendBatchMessage, False)):
+                key = (command, topic, mq.broker_name, oneway)
                 template = self._send_templates.get(key)
                 if template is None:
-                    template = self._send_template(SendMessageV2, topic, mq.broker_name, oneway, instance)
+                    template = self._send_template(command, topic, mq.broker_name, oneway, instance)
                 templates.append(template)
-            queues.append((mq, mq.broker_name, raw, addr, templates[0], templates[1]))
+            queues.append((mq, mq.broker_name, raw, addr, *templates))
         plan.queues = queues
         plan.n = len(queues)
         plan.instance = instance
@@ -800,17 +801,22 @@ class Producer:
         """``_send_default`` of a sync or async send with a sink (``begin`` read in this same
         call) through the topic's send plan: ``_first_pick``, ``_first_request`` (the template's
         request of a message with no UNIQ_KEY yet, under the compression threshold, of plain
-        properties) and the first attempt's write in one step, with the queue's address, broker
+        properties, or of a batch as ``_batch`` made it) and the first attempt's write in one step, with the queue's address, broker
         and template worked out when the plan was made. Any other message takes
         ``_send_default`` before anything changed; a queue whose broker address moved, or whose
         connection is not open, ``_first_attempt`` after the pick, as ``_send_default``."""
         plan = self._plan_of(msg.topic)
-        text = None if plan is None else self._planned_text(msg, plan)
+        text: Any = None if plan is None else self._planned_text(msg, plan)
+        batch = False
         if text is None:
-            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
+            if (plan is None or type(msg) is not _Batch
+                    or (text := _planned_batch_text(msg.properties)) is None):
+                return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
+            batch = True
         info = plan.info
         # MQFaultStrategy's first pick without the latency strategy (TopicPublishInfo.select_one)
-        mq, broker, raw, addr, template, _ = plan.queues[info.index.increment_and_get() % plan.n]
+        mq, broker, raw, addr, template, _, batch_template = plan.queues[
+            info.index.increment_and_get() % plan.n]
         instance = plan.instance
         addrs = plan.broker_addrs.get(broker)
         channel = None
@@ -833,9 +839,15 @@ class Producer:
             seconds = (cur if cur > 1 else 1) / 1000
         attempt.cur = cur
         try:
-            attempt.command = SendMessageV2
             attempt.body = msg.body
-            request = self._planned_request(msg, template, mq, begin, text, instance)
+            if batch:
+                # _prepare_send's request of a batch: its ids are set, no compression, flag 0
+                attempt.command = SendBatchMessage
+                request = SendPrepared(batch_template, (mq.queue_id, 0, begin, 0, text[1]), text[0],
+                                       msg.body)
+            else:
+                attempt.command = SendMessageV2
+                request = self._planned_request(msg, template, mq, begin, text, instance)
         except Exception:  # as _first_attempt's failed request
             if mode is CommunicationMode.SYNC:
                 attempt.fall_back(Failure())
@@ -860,7 +872,7 @@ class Producer:
         if text is None:
             return self._oneway_direct(msg, begin, timeout_ms)
         info = plan.info
-        mq, broker, raw, addr, _, template = plan.queues[info.index.increment_and_get() % plan.n]
+        mq, broker, raw, addr, _, template, _ = plan.queues[info.index.increment_and_get() % plan.n]
         instance = plan.instance
         addrs = plan.broker_addrs.get(broker)
         gated = None
@@ -1456,7 +1468,8 @@ class _SendPlan:
     """A topic's first attempts in their common case, worked out once (``Producer._send_planned``):
     per queue of the route, in its order, the queue, its broker, the broker's master address as
     the route table had it (``raw``) and as dialled (VIP port when enabled), and the topic's
-    SEND_MESSAGE_V2 templates to that broker (two-way, oneway). Valid while the route's
+    SEND_MESSAGE_V2 templates to that broker (two-way, oneway) and its SEND_BATCH_MESSAGE one
+    (two-way). Valid while the route's
     TopicPublishInfo (its queue list), the producer's and the client's configuration and the
     remoting configuration are the objects it was made from and the latency fault strategy's
     switch is as it was (``Producer._plan_of`` remakes it otherwise); ``ok`` is False when they
@@ -1478,7 +1491,7 @@ class _SendPlan:
         self.fault = False
         self.ok = False
         self.queues: list[tuple[MessageQueue, str, str | None, str | None, SendRequestTemplate,
-                                SendRequestTemplate]] = []
+                                SendRequestTemplate, SendRequestTemplate]] = []
         self.n = 0
         self.instance: Any = None
         self.broker_addrs: dict[str, dict[int, str]] = {}
@@ -1879,6 +1892,21 @@ class _AsyncSend:
         self.timeout = remaining
         self.begin = p._now_ms()
         return self._call()
+
+
+def _planned_batch_text(props: dict[str, str]) -> tuple[str, bytes] | None:
+    """A send plan's properties text of a batch (``Producer._batch``'s map: its WAIT, then its
+    UNIQ_KEY) and that text quoted as the template writes it; None for any other map, which the
+    general path encodes."""
+    if len(props) != 2:
+        return None
+    wait = props.get(_WAIT)
+    uid = props.get(_UNIQ)
+    if (wait != "true" and wait != "false") or type(uid) is not str or not (
+            uid.isascii() and uid.isalnum()):
+        return None
+    return (f"{_WAIT}\x01{wait}\x02{_UNIQ}\x01{uid}\x02",
+            f'"{_WAIT}\\u0001{wait}\\u0002{_UNIQ}\\u0001{uid}\\u0002"'.encode())
 
 
 def _publish_address(p: Producer, instance: ClientInstance, broker: str) -> str | None:

@@ -224,3 +224,76 @@ def test_a_moved_broker_address_takes_the_general_path() -> None:
     w.run()
     assert calls == ["127.0.0.1:1"]
     _t.failureResultOf(d)
+
+
+wait_values = st.sampled_from([None, "true", "false", "TRUE", "no"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(mode=st.sampled_from(["async", "sync", "oneway"]),
+       batch=st.lists(st.tuples(st.one_of(st.none(), text), st.lists(text, max_size=2), user_props,
+                                st.sampled_from([1, 8, 16, 40]), st.sampled_from([0, 7, -1])),
+                      min_size=1, max_size=4),
+       wait=wait_values, start=st.integers(-(2**31), 2**31 - 1))
+def test_a_planned_batch_is_the_existing_paths_batch_byte_for_byte(mode, batch, wait, start) -> None:
+    w = World(brokers=("broker-a", "broker-b"))
+    w.add_topic("T")
+    p = started(w, compress_msg_body_over_howmuch=16)  # a batch is never compressed
+    p.instance.unique_ids = FixedIds("0A000001000000000000000000001234")
+    info = p.publish_info["T"]
+
+    def one(planned: bool) -> tuple[Any, list[tuple[bytes, bytes]], list[list[tuple[str, str]]], bool]:
+        msgs = []
+        for tags, keys, props, body_size, flag in batch:
+            m = Message("T", bytes(range(body_size)), tags=tags or None, keys=keys or None)
+            m.properties.update(props)  # any text, system names too: the paths decide
+            if wait is not None:
+                m.properties["WAIT"] = wait
+            m.flag = flag
+            msgs.append(m)
+        info.index._value = start  # the same round-robin position for both
+        if not planned:
+            p._plan_of = lambda topic: None  # type: ignore[method-assign]
+        typed_calls = []
+        first_request = p._first_request
+        p._first_request = lambda *a, **k: typed_calls.append(a) or first_request(*a, **k)  # type: ignore[method-assign]
+        try:
+            written = record_writes(w, p)
+            try:
+                outcome = send_once(w, p, mode, msgs)
+            except Exception as e:  # noqa: BLE001 - both paths must fail alike
+                outcome = e
+        finally:
+            del p._first_request
+            if not planned:
+                del p._plan_of
+        return outcome, frames(written), [list(m.properties.items()) for m in msgs], bool(typed_calls)
+
+    ref, ref_frames, ref_props, _ = one(planned=False)
+    got, got_frames, got_props, general = one(planned=True)
+    assert got_frames == ref_frames
+    assert got_props == ref_props
+    if isinstance(ref, Exception):
+        assert type(got) is type(ref)
+        assert re.sub(r"0x[0-9a-f]+", "", str(got)) == re.sub(r"0x[0-9a-f]+", "", str(ref))
+    elif ref is None:
+        assert got is None
+    else:  # the broker's offsets move on between the two sends
+        assert dataclasses.replace(got, offset_msg_id=None, queue_offset=0) == dataclasses.replace(
+            ref, offset_msg_id=None, queue_offset=0)
+    if mode != "oneway" and not isinstance(ref, Exception):
+        assert len(got_frames) == 1 and b'"code":320' in got_frames[0][0]
+        assert not general, "a batch takes the plan, not _first_request"
+
+
+def test_a_batch_map_the_plan_does_not_frame_takes_the_general_path() -> None:
+    from rmqwire.client.producer.producer import _planned_batch_text
+
+    uid = "0A000001000000000000000000001234"
+    assert _planned_batch_text({"WAIT": "true", "UNIQ_KEY": uid}) == (
+        f"WAIT\x01true\x02UNIQ_KEY\x01{uid}\x02",
+        f'"WAIT\\u0001true\\u0002UNIQ_KEY\\u0001{uid}\\u0002"'.encode())
+    for props in ({"WAIT": "true"}, {"WAIT": "true", "UNIQ_KEY": uid, "INSTANCE_ID": "ns"},
+                  {"WAIT": "TRUE", "UNIQ_KEY": uid}, {"WAIT": "true", "UNIQ_KEY": "a\"b"},
+                  {"WAIT": "true", "UNIQ_KEY": "\u00e9"}, {"WAIT": "true", "KEYS": uid}):
+        assert _planned_batch_text(props) is None, props
