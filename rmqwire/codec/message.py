@@ -1289,6 +1289,8 @@ def encode_message(msg: MessageExt) -> bytes:
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGIC (0), BODYCRC (0), FLAG, BODY length
 _BATCH_MIN = _BATCH_HEAD.size + 2
+_JOIN_PAIRS = "\x02".join
+_JOIN_PAIR = "\x01".join
 
 
 def encode_batch(messages: Iterable[Message]) -> bytes:
@@ -1296,19 +1298,24 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
 
     The usual batch (str properties, ASCII, no separator inside a key or value, no empty key or
     map, bytes bodies) is checked once for all its messages: every map's joined form, one string
-    of them all, the separators counted there (each pair gives one \\x01 and one \\x02; a
-    separator inside a key or value, or an empty map's lone \\x02, only adds: the totals match
-    exactly when there is none) and its length is its UTF-8 length. Anything else goes through
+    of them all joined by \\x02, the separators counted there (each pair gives one \\x01, and
+    one \\x02 stands between two pairs; a separator inside a key or value, or an empty map's
+    text between two \\x02, only adds: the totals match exactly when there is none) and its
+    length is its UTF-8 length. Anything else goes through
     ``_encode_batch_entries``."""
     msgs = messages if type(messages) is list else list(messages)
+    if not msgs:
+        return b""
     try:
         maps = [m.properties for m in msgs]
-        texts = ["\x02".join(map("\x01".join, p.items())) + "\x02" for p in maps]
+        # each entry's text without its closing \x02, which is written as a part of its own (no
+        # string made per entry to append it)
+        texts = [_JOIN_PAIRS(map(_JOIN_PAIR, p.items())) for p in maps]
     except (TypeError, AttributeError):  # a None or non-str key or value (or no map)
         return _encode_batch_entries(msgs)
-    whole = "".join(texts)
+    whole = "\x02".join(texts)
     pairs = sum(map(len, maps))
-    if (not whole.isascii() or whole.count("\x01") != pairs or whole.count("\x02") != pairs
+    if (not whole.isascii() or whole.count("\x01") != pairs or whole.count("\x02") != pairs - 1
             or "\x02\x01" in whole or whole[:1] == "\x01"):
         return _encode_batch_entries(msgs)
     parts: list[bytes] = []
@@ -1322,7 +1329,7 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
     try:
         for m, text in zip(msgs, texts):
             body = m.body
-            n = len(text)
+            n = len(text) + 1
             if type(body) is not bytes or n > MAX_PROPERTIES_LENGTH:
                 return _encode_batch_entries(msgs)
             b = len(body)
@@ -1331,7 +1338,7 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
                 head = pack_head(_BATCH_MIN + b + n, 0, 0, f, b)
                 length_bytes = pack_len(n)
                 size, length, flag = b, n, f
-            extend((head, body, length_bytes, text.encode()))
+            extend((head, body, length_bytes, text.encode(), b"\x02"))
     except struct.error:
         return _encode_batch_entries(msgs)  # raises its CodecError
     return b"".join(parts)
