@@ -185,6 +185,9 @@ class Producer:
         if queue is None and selector is None and timeout is None:
             # the common case settles the waiter from the response: no Deferred per send
             _facade.submit_to(core.send_to, msg, sink=waiter, here=self._here)
+            if waiter._done and waiter.error is None:
+                # the usual sync send: this thread read its answer (run_here), nothing to wait for
+                return waiter.result
         else:
             _facade.submit(core.send, msg, sink=waiter, queue=queue, selector=selector, arg=arg,
                            timeout=timeout)
