@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cores the started NameServer + Broker are pinned to: auto (all but --core), "
                          "a list like 0, or none")
     ap.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
-    ap.add_argument("--broker-warmup", type=int, default=4,
+    ap.add_argument("--broker-warmup", type=int, default=8,
                     help="seconds of uncounted Java sends per send mode before the first scenario")
     ap.add_argument("--gc-gen0", type=int, default=0,
                     help="the rmqwire worker opts in to rmqwire.tuning.tune_gc(N) (0: off)")
