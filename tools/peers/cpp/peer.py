@@ -28,6 +28,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 # stdout is reserved for JSON lines; keep a private handle, send stray prints to stderr.
 _OUT = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", buffering=1)
@@ -35,6 +36,7 @@ sys.stdout = sys.stderr
 _LOCK = threading.Lock()
 
 from rocketmq.client import Message, Producer, PushConsumer, SendStatus  # noqa: E402
+from rocketmq.exceptions import ProducerSendSyncFailed  # noqa: E402
 from rocketmq.ffi import MessageModel, dll  # noqa: E402
 
 
@@ -96,6 +98,38 @@ def sent_record(i: int, args: argparse.Namespace, body: bytes, props: dict[str, 
     }
 
 
+def _transport_lock_timeouts() -> int:
+    """How many times the client logged that it gave up waiting for its own transport table lock
+    (its logs are under the peer's HOME)."""
+    n = 0
+    for root, _dirs, files in os.walk(os.path.join(os.path.expanduser("~"), "logs")):
+        for name in files:
+            try:
+                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as f:
+                    n += sum("get timed_mutex timeout" in line for line in f)
+            except OSError:
+                continue
+    return n
+
+
+def _send_sync(producer: Producer, msg: Message) -> Any:
+    """``send_sync``, tried again (at most twice) only when it failed because this client could not
+    take its own transport table lock: its route and broker addresses were there (it tried each
+    broker by name), but a thread of its own held the lock while connecting (seen under load just
+    after start, every attempt failing within 1 ms and the call reporting "No route info"). Any
+    other failure, or the same one a third time, is the peer's error as before."""
+    for attempt in range(3):
+        seen = _transport_lock_timeouts()
+        try:
+            return producer.send_sync(msg)
+        except ProducerSendSyncFailed as e:
+            if attempt == 2 or _transport_lock_timeouts() == seen:
+                raise
+            emit({"event": "send-retry", "message": str(e), "cause": "client transport lock timed out"})
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 def produce(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     producer = Producer(args.group or f"rmqwire_cpp_producer_{os.getpid()}", timeout=5000)
@@ -119,7 +153,7 @@ def produce(args: argparse.Namespace) -> int:
                     q = args.queue
                     r = producer.send_orderly(msg, q, queue_selector=lambda n, _m, _a: q % n)
                 else:
-                    r = producer.send_sync(msg)
+                    r = _send_sync(producer, msg)
                 emit(sent_record(i, args, body, props, r.msg_id, r.offset, _status(r.status)))
         elif args.mode == "async":
             failures = _produce_async(producer, args)
