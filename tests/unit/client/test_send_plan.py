@@ -93,6 +93,29 @@ def send_once(w: World, p: Producer, mode: str, msg: Message) -> Any:
     return _t.successResultOf(d)
 
 
+def send_by_path(w: World, p: Producer, mode: str, payload: Any,
+                 planned: bool) -> tuple[Any, list[tuple[bytes, bytes]], bool]:
+    """One send of ``payload`` by the send plan, or (``planned`` false) by the general path: its
+    outcome (the exception, if any: both paths must fail alike), the frames written and whether
+    the general path's ``_first_request`` was called."""
+    if not planned:
+        p._plan_of = lambda topic: None  # type: ignore[method-assign]
+    typed_calls = []
+    first_request = p._first_request
+    p._first_request = lambda *a, **k: typed_calls.append(a) or first_request(*a, **k)  # type: ignore[method-assign]
+    try:
+        written = record_writes(w, p)
+        try:
+            outcome = send_once(w, p, mode, payload)
+        except Exception as e:  # noqa: BLE001
+            outcome = e
+    finally:
+        del p._first_request
+        if not planned:
+            del p._plan_of
+    return outcome, frames(written), bool(typed_calls)
+
+
 text = st.text(st.sampled_from('ab"\\\x00\x01\x02\x7f\u00e9 '), max_size=4)
 #: a map encode_properties writes (most sends), or any map (separators, empty keys: refused)
 user_props = st.one_of(st.dictionaries(st.text('ab"\\\x00\x7f\u00e9 ', min_size=1, max_size=4),
@@ -127,22 +150,8 @@ def test_a_planned_send_is_the_existing_paths_send_byte_for_byte(mode, tags, key
 
         msg = message()
         info.index._value = start  # the same round-robin position for both
-        if not planned:
-            p._plan_of = lambda topic: None  # type: ignore[method-assign]
-        typed_calls = []
-        first_request = p._first_request
-        p._first_request = lambda *a, **k: typed_calls.append(a) or first_request(*a, **k)  # type: ignore[method-assign]
-        try:
-            written = record_writes(w, p)
-            try:
-                outcome = send_once(w, p, mode, msg)
-            except Exception as e:  # noqa: BLE001 - both paths must fail alike
-                outcome = e
-        finally:
-            del p._first_request
-            if not planned:
-                del p._plan_of
-        return outcome, frames(written), dict(msg.properties), bool(typed_calls)
+        outcome, written, general = send_by_path(w, p, mode, msg, planned)
+        return outcome, written, dict(msg.properties), general
 
     ref, ref_frames, ref_props, _ = one(planned=False)
     got, got_frames, got_props, general = one(planned=True)
@@ -252,22 +261,8 @@ def test_a_planned_batch_is_the_existing_paths_batch_byte_for_byte(mode, batch, 
             m.flag = flag
             msgs.append(m)
         info.index._value = start  # the same round-robin position for both
-        if not planned:
-            p._plan_of = lambda topic: None  # type: ignore[method-assign]
-        typed_calls = []
-        first_request = p._first_request
-        p._first_request = lambda *a, **k: typed_calls.append(a) or first_request(*a, **k)  # type: ignore[method-assign]
-        try:
-            written = record_writes(w, p)
-            try:
-                outcome = send_once(w, p, mode, msgs)
-            except Exception as e:  # noqa: BLE001 - both paths must fail alike
-                outcome = e
-        finally:
-            del p._first_request
-            if not planned:
-                del p._plan_of
-        return outcome, frames(written), [list(m.properties.items()) for m in msgs], bool(typed_calls)
+        outcome, written, general = send_by_path(w, p, mode, msgs, planned)
+        return outcome, written, [list(m.properties.items()) for m in msgs], general
 
     ref, ref_frames, ref_props, _ = one(planned=False)
     got, got_frames, got_props, general = one(planned=True)

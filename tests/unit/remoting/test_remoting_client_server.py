@@ -339,6 +339,15 @@ class Broker(Processor):
         )
 
 
+class RecordingPulls(Broker):
+    """The broker that also records each pull's header."""
+
+    @PullMessage.responder
+    def pull(self, header: Any, body: None, context: RequestContext) -> Any:
+        self.headers.append(header)
+        return super().pull(header, body, context)
+
+
 def typed_world(**client_config: Any) -> tuple[World, Broker, IOPump]:
     broker = Broker()
     w = World(broker, **client_config)
@@ -656,13 +665,7 @@ def test_call_prepared_waits_for_the_channel_then_writes_the_frame() -> None:
         PullRequestTemplate,
     )
 
-    class Recording(Broker):
-        @PullMessage.responder
-        def pull(self, header: Any, body: None, context: RequestContext) -> Any:
-            self.headers.append(header)
-            return super().pull(header, body, context)
-
-    broker = Recording()
+    broker = RecordingPulls()
     w = World(broker)
     template = PullRequestTemplate(PullMessage, PullMessageRequestHeader(**PULL_FIELDS))
     d = w.client.call_prepared(ADDR, PullMessage, template.request(3, 0, 0), timeout=3.0)
@@ -685,13 +688,7 @@ def test_a_call_with_its_budget_spent_times_out_unwritten(timeout: float) -> Non
     serves the next call as before."""
     from rmqwire.codec.commands.pull import PullMessageRequestHeader, PullRequestTemplate
 
-    class Recording(Broker):
-        @PullMessage.responder
-        def pull(self, header: Any, body: None, context: RequestContext) -> Any:
-            self.headers.append(header)
-            return super().pull(header, body, context)
-
-    broker = Recording()
+    broker = RecordingPulls()
     w = World(broker)
     d = w.client.call(ADDR, GetRouteInfo, topic="T", timeout=3.0)
     pump = w.connect()
