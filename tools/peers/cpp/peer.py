@@ -98,32 +98,58 @@ def sent_record(i: int, args: argparse.Namespace, body: bytes, props: dict[str, 
     }
 
 
-def _transport_lock_timeouts() -> int:
-    """How many times the client logged that it gave up waiting for its own transport table lock
-    (its logs are under the peer's HOME)."""
-    n = 0
-    for root, _dirs, files in os.walk(os.path.join(os.path.expanduser("~"), "logs")):
-        for name in files:
+_LOCK_TIMEOUT_LINE = b"get timed_mutex timeout"
+
+
+class _ClientLogs:
+    """Where each of the client's log files (under the peer's HOME) ended when last marked, so a
+    failed send reads only what the client logged during it, not every log file again."""
+
+    def __init__(self) -> None:
+        self._ends: dict[str, int] = {}
+
+    @staticmethod
+    def _files() -> list[str]:
+        return [os.path.join(root, name)
+                for root, _dirs, files in os.walk(os.path.join(os.path.expanduser("~"), "logs"))
+                for name in files]
+
+    def mark(self) -> None:
+        ends = {}
+        for path in self._files():
             try:
-                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as f:
-                    n += sum("get timed_mutex timeout" in line for line in f)
+                ends[path] = os.path.getsize(path)
             except OSError:
                 continue
-    return n
+        self._ends = ends
+
+    def logged_since_mark(self, needle: bytes) -> bool:
+        for path in self._files():
+            start = self._ends.get(path, 0)
+            try:
+                with open(path, "rb") as f:
+                    if f.seek(0, os.SEEK_END) < start:
+                        start = 0  # rotated or truncated since the mark: all of it is new
+                    f.seek(start)
+                    if needle in f.read():
+                        return True
+            except OSError:
+                continue
+        return False
 
 
-def _send_sync(producer: Producer, msg: Message) -> Any:
+def _send_sync(producer: Producer, msg: Message, logs: _ClientLogs) -> Any:
     """``send_sync``, tried again (at most twice) only when it failed because this client could not
     take its own transport table lock: its route and broker addresses were there (it tried each
     broker by name), but a thread of its own held the lock while connecting (seen under load just
     after start, every attempt failing within 1 ms and the call reporting "No route info"). Any
     other failure, or the same one a third time, is the peer's error as before."""
     for attempt in range(3):
-        seen = _transport_lock_timeouts()
+        logs.mark()
         try:
             return producer.send_sync(msg)
         except ProducerSendSyncFailed as e:
-            if attempt == 2 or _transport_lock_timeouts() == seen:
+            if attempt == 2 or not logs.logged_since_mark(_LOCK_TIMEOUT_LINE):
                 raise
             emit({"event": "send-retry", "message": str(e), "cause": "client transport lock timed out"})
             time.sleep(0.5)
@@ -141,6 +167,7 @@ def produce(args: argparse.Namespace) -> int:
     producer.start()
     emit({"event": "started", "startMs": int((time.monotonic() - t0) * 1000)})
     failures = 0
+    logs = _ClientLogs()
     try:
         if args.mode in ("sync", "delay", "ordered", "oneway"):
             for i in range(args.count):
@@ -153,7 +180,7 @@ def produce(args: argparse.Namespace) -> int:
                     q = args.queue
                     r = producer.send_orderly(msg, q, queue_selector=lambda n, _m, _a: q % n)
                 else:
-                    r = _send_sync(producer, msg)
+                    r = _send_sync(producer, msg, logs)
                 emit(sent_record(i, args, body, props, r.msg_id, r.offset, _status(r.status)))
         elif args.mode == "async":
             failures = _produce_async(producer, args)
