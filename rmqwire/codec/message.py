@@ -19,7 +19,7 @@ import socket
 import struct
 import threading
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import construct as cs
 import lz4.frame
@@ -1341,6 +1341,50 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
             extend((head, body, length_bytes, text.encode(), b"\x02"))
     except struct.error:
         return _encode_batch_entries(msgs)  # raises its CodecError
+    return b"".join(parts)
+
+
+_UNIQ_PAIR_HEAD = f"{PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX}\x01"
+
+
+def encode_batch_alike(messages: Sequence[Message], text: str, ids: Sequence[str]) -> bytes | None:
+    """``encode_batch`` of messages whose properties are each one map with no UNIQ_KEY (``text``:
+    its ``encode_properties``) and then their own UNIQ_KEY (``ids``, in order), as a batch's
+    tagging leaves them (``Producer._batch``), without reading their maps: the shared text is
+    encoded once, each entry only writes its id. None when it does not apply (not one id per
+    message, an id that is not ASCII or holds \\x02, a body that is not bytes, a flag out of
+    int32, properties over the 2-byte length): ``encode_batch`` then writes (or refuses) it."""
+    if len(ids) != len(messages):
+        return None
+    joined = "".join(ids)
+    if not joined.isascii() or "\x02" in joined:
+        return None  # encode_properties refuses the pair separator in a value
+    head = f"{text}{_UNIQ_PAIR_HEAD}".encode()
+    fixed = len(head) + 1  # an entry's text but its id: the map's text, UNIQ_KEY\x01, \x02
+    parts: list[bytes] = []
+    extend = parts.extend
+    pack_head = _BATCH_HEAD.pack
+    # an entry's head and its text's length and shared part (length + map's text + UNIQ_KEY's
+    # key) are packed again only when its body size, flag or id length changes
+    size = flag = length = -1
+    entry_head = shared = b""
+    try:
+        for m, uid in zip(messages, ids):
+            body = m.body
+            f = m.flag
+            if type(body) is not bytes or type(f) is not int:
+                return None
+            b = len(body)
+            n = fixed + len(uid)  # ASCII: as many bytes as characters
+            if b != size or f != flag or n != length:
+                if n > MAX_PROPERTIES_LENGTH:
+                    return None
+                entry_head = pack_head(_BATCH_MIN + b + n, 0, 0, f, b)
+                shared = _I16.pack(n) + head
+                size, flag, length = b, f, n
+            extend((entry_head, body, shared, uid.encode(), b"\x02"))
+    except struct.error:  # a flag out of int32
+        return None
     return b"".join(parts)
 
 

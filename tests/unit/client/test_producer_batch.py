@@ -29,6 +29,7 @@ class _Producer:
     """What ``_batch`` reads of a producer."""
 
     _batch = Producer._batch
+    _batch_alike = Producer._batch_alike
     _batch_checked = Producer._batch_checked
 
     def __init__(self, namespace: str | None) -> None:
@@ -116,3 +117,67 @@ def test_a_usual_batch_takes_the_one_pass() -> None:
     b = p._batch(msgs)
     assert calls == [] and b.messages == msgs
     assert [list(m.properties) for m in msgs] == [["TAGS", "WAIT", "UNIQ_KEY"], ["KEYS", "WAIT", "UNIQ_KEY"]]
+
+
+_maps = st.dictionaries(st.sampled_from(["TAGS", "KEYS", "a", "b", "UNIQ_KEY", "DELAY", "WAIT", "",
+                                         "INNER_MULTI_DISPATCH"]),
+                        st.sampled_from(["v", "true", "false", "x\x02", "é", "2"]), max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_maps, st.integers(1, 5), st.lists(st.binary(min_size=1, max_size=8), min_size=5, max_size=5),
+       st.sampled_from(["alike", "reordered", "twice", "shared map", "another map", "empty body"]),
+       st.integers(0, 4), st.sampled_from([None, "ns"]))
+def test_a_batch_of_alike_maps_equals_the_checks_one_by_one(base: dict[str, str], n: int,
+                                                            bodies: list[bytes], odd: str, at: int,
+                                                            namespace: str | None) -> None:
+    # messages whose maps are equal (the one-pass's shared-text case), and each way out of it:
+    # the same keys in another order, a message listed twice, two messages sharing one map,
+    # another map, a body Java refuses
+    batch = [Message("T", body) for body in bodies[:n]]
+    for m in batch:
+        m.properties = dict(base)  # any map, system keys too
+    at %= n
+    if odd == "reordered" and len(base) > 1:
+        batch[at].properties = dict(reversed(base.items()))
+    elif odd == "twice":
+        batch.append(batch[at])
+    elif odd == "shared map" and n > 1:
+        batch[at].properties = batch[at - 1].properties
+    elif odd == "another map":
+        batch[at].properties["b"] = "other"
+    elif odd == "empty body":
+        batch[at].body = b""
+    twin = copy.deepcopy(batch)
+    fast = _outcome(_Producer(namespace), batch, check=False)
+    slow = _outcome(_Producer(namespace), twin, check=True)
+    if isinstance(fast[0][0], str):
+        assert fast[0][4] == [id(m) for m in batch]
+        fast = ((*fast[0][:4],), *fast[1:])
+        slow = ((*slow[0][:4],), *slow[1:])
+    assert fast == slow
+
+
+def test_alike_maps_are_encoded_from_one_text_and_others_are_not() -> None:
+    import rmqwire.client.producer.producer as producer_module
+
+    calls: list[int] = []
+    real = producer_module.encode_batch_alike
+
+    def recording(msgs: Any, text: str, ids: Any) -> Any:
+        calls.append(len(msgs))
+        return real(msgs, text, ids)
+
+    producer_module.encode_batch_alike = recording  # type: ignore[assignment]
+    try:
+        p = _Producer(None)
+        p._batch([Message("T", b"a", tags="A"), Message("T", b"bb", tags="A")])
+        assert calls == [2]
+        twisted = Message("T", b"c", tags="A")
+        twisted.properties = dict(reversed(twisted.properties.items()))  # WAIT, then TAGS
+        b = p._batch([Message("T", b"a", tags="A"), twisted])
+        assert calls == [2]  # the same map in another order: its own text
+        assert b.body.count(b"TAGS\x01A\x02WAIT\x01true\x02UNIQ_KEY") == 1
+        assert b.body.count(b"WAIT\x01true\x02TAGS\x01A\x02UNIQ_KEY") == 1
+    finally:
+        producer_module.encode_batch_alike = real  # type: ignore[assignment]

@@ -17,6 +17,7 @@ from rmqwire.codec.message import (
     Message,
     MessageExt,
     MessageSysFlag,
+    PropertyKey,
     _encode_batch_entries,
     _encode_properties_pairs,
     compress,
@@ -26,6 +27,7 @@ from rmqwire.codec.message import (
     decode_properties,
     decompress,
     encode_batch,
+    encode_batch_alike,
     encode_message,
     encode_properties,
     schema_decode_batch,
@@ -36,6 +38,7 @@ from rmqwire.codec.message import (
 )
 from rmqwire.errors import CodecError, MessageDecodeError
 
+UNIQ = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 HEAVY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LIGHT = settings(max_examples=300, deadline=None)
 
@@ -426,3 +429,38 @@ def test_lazy_properties_parse_on_any_read(m, how):
         got.clear_property("UNIQ_KEY")
         want.clear_property("UNIQ_KEY")
     assert got == want and list(got.properties.items()) == list(want.properties.items())
+
+
+uniq_ids = st.text(st.sampled_from("0123456789ABCDEFaz\x01é"), max_size=32)
+
+
+@LIGHT
+@given(st.one_of(properties, odd_properties, st.just({})),
+       st.lists(st.tuples(st.binary(max_size=8), st.one_of(int32, int32, st.integers(2**31, 2**32)),
+                          uniq_ids), max_size=5),
+       st.sampled_from(["ok", "odd id", "odd body", "one id short"]))
+def test_batch_alike_equals_the_schema_of_the_tagged_maps(base, entries, odd):
+    # encode_batch_alike writes each entry from the shared map's text and its id: the schema's
+    # bytes of the maps a batch's tagging leaves (the map, then UNIQ_KEY), or None for what it
+    # does not take (which encode_batch then writes or refuses)
+    base.pop(UNIQ, None)
+    try:
+        text = encode_properties(base)
+    except CodecError:
+        return  # a map the producer does not take this way
+    msgs = [Message(topic="T", body=body, flag=flag, properties={**base, UNIQ: uid})
+            for body, flag, uid in entries]
+    ids = [uid for _, _, uid in entries]
+    if odd == "odd id" and msgs:
+        ids[-1] = msgs[-1].properties[UNIQ] = ids[-1] + "\x02"
+    elif odd == "odd body" and msgs:
+        msgs[0].body = bytearray(msgs[0].body)
+    elif odd == "one id short" and msgs:
+        ids.pop()
+    alike = encode_batch_alike(msgs, text, ids)
+    usual = (odd == "ok" or not msgs) and all(uid.isascii() for uid in ids)
+    if usual and all(-(2**31) <= m.flag < 2**31 for m in msgs):
+        assert alike is not None  # the usual batch is taken
+    if alike is not None:
+        assert usual
+        assert alike == schema_encode_batch(msgs) == encode_batch(msgs)
