@@ -639,9 +639,48 @@ class FutureSink:
             self.future.set_exception(failure.value)
 
 
+#: Facade futures the reactor thread settles between two offers of the GIL to other threads.
+YIELD_EVERY = 64
+_sched_yield: Callable[[], None] | None = getattr(os, "sched_yield", None)
+
+
+class _Settled:
+    """How many facade futures were settled since the reactor thread last gave up the GIL.
+
+    The reactor settles a whole read of answers (up to 128 KiB, hundreds of sends) holding the
+    GIL; a sender woken meanwhile by a done-callback (a slot of its window free) gets the GIL
+    only when the read is done or after the switch interval (5 ms), and what it sends then waits
+    in the inbox for the read's end: its window drains and the broker runs dry in bursts. Every
+    YIELD_EVERY settled futures ``os.sched_yield`` releases the GIL and lets a woken thread on
+    the same core run first, and the sends it queued meanwhile are written at once (the inbox
+    drained here, unless this runs inside a drain: a thread's sends keep their order). With
+    nobody waiting it is one short syscall per YIELD_EVERY sends."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def one(self) -> None:
+        count = self.count + 1
+        if count < YIELD_EVERY:
+            self.count = count
+            return
+        self.count = 0
+        if _sched_yield is not None:
+            _sched_yield()
+            inbox = _inbox
+            if inbox._scheduled and not inbox._draining:
+                inbox._drain()
+
+
+_settled = _Settled()
+
+
 class SinkFuture(LightFuture):
     """A LightFuture that is its own sink (``ok``/``fail`` as FutureSink's, the ``window`` slot
-    given back once): one object less per call than a LightFuture with a FutureSink."""
+    given back once): one object less per call than a LightFuture with a FutureSink. Every
+    YIELD_EVERY settled ones the reactor thread offers the GIL to a waiting sender (``_Settled``)."""
 
     def __init__(self, window: Window | None = None) -> None:  # LightFuture's, inline
         self._state = _PENDING
@@ -657,6 +696,7 @@ class SinkFuture(LightFuture):
             self.set_result(result)
         except concurrent.futures.InvalidStateError:  # settled at shutdown, or cancelled
             pass
+        _settled.one()
 
     def fail(self, failure: Failure) -> None:
         _call_ended(self)
@@ -664,6 +704,7 @@ class SinkFuture(LightFuture):
             self.set_exception(failure.value)
         except concurrent.futures.InvalidStateError:
             pass
+        _settled.one()
 
 
 class _Bell:
@@ -898,6 +939,7 @@ class _Inbox:
         self._bell: _Bell | None = None  # set once the reactor reads it; else callFromThread
         self._direct: _ReactorLock | None = None  # set once the reactor holds it
         self._read_backoff = 0  # direct runs left that do not read their answer (lock holder)
+        self._draining = False  # in _drain
         self.stopped = False
         self.reactor: Any = None
 
@@ -1029,6 +1071,7 @@ class _Inbox:
         # the queued calls' writes go out when the drain ends (one send(2) per connection), not
         # after the reactor pass through a zero-delay call each
         held = hold_flushes()
+        self._draining = True  # a future settled by a queued call does not drain (_Settled)
         try:
             while True:
                 with self._lock:
@@ -1039,6 +1082,7 @@ class _Inbox:
                     self._items = []
                 self._drain_items(items)
         finally:
+            self._draining = False
             release_flushes(held)
 
     def _drain_items(self, items: Iterable[tuple[Callable[..., Any], Any, Any, Any]]) -> None:

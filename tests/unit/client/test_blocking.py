@@ -754,6 +754,95 @@ def test_sink_future_is_its_own_sink(reactor: Any) -> None:
     assert call(lambda: len(_inbox._pending), timeout=WAIT) == 0
 
 
+class _StubInbox:
+    """The inbox as _Settled sees it: queued sends (``_scheduled``), a drain under way or not."""
+
+    def __init__(self) -> None:
+        self._pending: set[Any] = set()
+        self._scheduled = False
+        self._draining = False
+        self.drains: list[int] = []
+
+    def _drain(self) -> None:
+        self.drains.append(len(self.drains))
+        self._scheduled = False
+
+
+def test_settled_sink_futures_offer_the_gil_every_yield_every(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the reactor thread settles a read's worth of answers holding the GIL: every YIELD_EVERY
+    # settled facade futures (ok or failed, even a late outcome of one already settled) it gives
+    # the GIL up once, after the done-callback that may have woken a sender, then writes what
+    # the sender queued meanwhile (the inbox drained), unless nothing is queued or a drain runs
+    callbacks: list[int] = []
+    yields: list[int] = []
+    inbox = _StubInbox()
+    monkeypatch.setattr(facade, "_inbox", inbox)
+    monkeypatch.setattr(facade, "_settled", facade._Settled())
+
+    def yield_() -> None:
+        yields.append(len(callbacks))
+        inbox._scheduled = len(yields) != 2  # the second time nothing was queued meanwhile
+        inbox._draining = len(yields) == 3  # the third time a queued call settled the future
+
+    monkeypatch.setattr(facade, "_sched_yield", yield_)
+    n = facade.YIELD_EVERY
+    futs = [SinkFuture() for _ in range(4 * n + 5)]
+    for i, f in enumerate(futs):
+        f.add_done_callback(lambda f: callbacks.append(1))
+        if i % 3:
+            f.ok(i)
+        else:
+            f.fail(_failure(Boom(str(i))))
+    assert yields == [n, 2 * n, 3 * n, 4 * n]
+    assert inbox.drains == [0, 1]  # after the first and the fourth
+    futs[0].ok("late")  # counted too: a settle attempt is the reactor's work all the same
+    assert len(yields) == 4 and facade._settled.count == 6
+    assert futs[1].result(0) == 1 and isinstance(futs[0].exception(0), Boom)
+
+
+def test_settled_sink_futures_without_sched_yield(monkeypatch: pytest.MonkeyPatch) -> None:
+    inbox = _StubInbox()
+    inbox._scheduled = True
+    monkeypatch.setattr(facade, "_inbox", inbox)
+    monkeypatch.setattr(facade, "_settled", facade._Settled())
+    monkeypatch.setattr(facade, "_sched_yield", None)  # a platform without it: nothing offered
+    futs = [SinkFuture() for _ in range(facade.YIELD_EVERY + 1)]
+    for i, f in enumerate(futs):
+        f.ok(i)
+    assert [f.result(0) for f in futs] == list(range(len(futs)))
+    assert facade._settled.count == 1 and inbox.drains == []
+
+
+def test_a_drain_keeps_a_threads_sends_in_order_when_a_settle_yields(
+        reactor: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a queued call that settles a facade future at once (a send failing before it is written)
+    # must not drain the calls queued after it ahead of the rest of its own drain
+    from rmqwire.client.blocking import _inbox
+
+    monkeypatch.setattr(facade, "YIELD_EVERY", 1)
+    monkeypatch.setattr(facade, "_sched_yield", lambda: None)
+    order: list[int] = []
+    done = threading.Event()
+
+    def settle_at_once(sink: Any, i: int) -> None:
+        order.append(i)
+        if i == 0:  # queued more while the drain runs: these go after 1..4
+            for j in range(5, 8):
+                submit_to(settle_at_once, j, sink=SinkFuture())
+        sink.ok(i)
+        if i == 7:
+            done.set()
+
+    def queue_all() -> None:
+        for i in range(5):
+            submit_to(settle_at_once, i, sink=SinkFuture())
+
+    call(queue_all, timeout=WAIT)  # run in the reactor thread: its drain comes after this
+    assert done.wait(WAIT)
+    assert order == list(range(8))
+    assert call(lambda: len(_inbox._pending), timeout=WAIT) == 0
+
+
 def _failure(e: Exception) -> Any:
     from twisted.python.failure import Failure
 
