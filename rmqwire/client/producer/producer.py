@@ -278,6 +278,13 @@ def _release(result: Any, tokens: _Semaphore) -> Any:
     return result
 
 
+def _batch_properties(wait_raw: str | None, batch_id: str) -> dict[str, str]:
+    """A batch's own properties, as Java's MessageBatch carries them: the first message's
+    WAIT_STORE_MSG_OK (true unless it says otherwise) and the batch's UNIQ_KEY."""
+    wait = wait_raw is None or wait_raw.lower() == "true"
+    return {PropertyKey.WAIT_STORE_MSG_OK: "true" if wait else "false", _UNIQ: batch_id}
+
+
 class Producer:
     """The producer core (Java ``DefaultMQProducer`` + ``DefaultMQProducerImpl``).
 
@@ -1014,12 +1021,7 @@ class Producer:
                 topic = with_namespace(self._namespace, topic)
                 for m in msgs:
                     m.topic = topic
-            props = {
-                PropertyKey.WAIT_STORE_MSG_OK: "true" if wait_raw is None or wait_raw.lower() == "true"
-                else "false",
-                uniq: new_ids[-1],
-            }
-            return _Batch(topic, encode_batch(msgs), props, msgs)
+            return _Batch(topic, encode_batch(msgs), _batch_properties(wait_raw, new_ids[-1]), msgs)
         for props in untagged:
             del props[uniq]
         return self._batch_checked(msgs)
@@ -1070,13 +1072,7 @@ class Producer:
         body = encode_batch_alike(msgs, text, new_ids)
         if body is None:
             body = encode_batch(msgs)
-        wait_raw = base.get(_WAIT)
-        props = {
-            PropertyKey.WAIT_STORE_MSG_OK: "true" if wait_raw is None or wait_raw.lower() == "true"
-            else "false",
-            uniq: batch_id,
-        }
-        return _Batch(topic, body, props, msgs)
+        return _Batch(topic, body, _batch_properties(base.get(_WAIT), batch_id), msgs)
 
     def _batch_checked(self, msgs: list[CodecMessage]) -> _Batch:
         """``_batch`` of any batch: Java's checks written out one by one, in its order."""
@@ -1137,11 +1133,7 @@ class Producer:
         new_ids = ids.next_ids(len(untagged) + 1)
         for props, uid in zip(untagged, new_ids):
             props[uniq] = uid
-        props = {
-            PropertyKey.WAIT_STORE_MSG_OK: "true" if wait else "false",
-            uniq: new_ids[-1],
-        }
-        return _Batch(first.topic, encode_batch(msgs), props, msgs)
+        return _Batch(first.topic, encode_batch(msgs), _batch_properties(wait_raw, new_ids[-1]), msgs)
 
     def _instance(self) -> ClientInstance:
         if self.instance is None:
