@@ -51,6 +51,7 @@ import contextlib
 import functools
 import os
 import select
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -61,7 +62,9 @@ import crochet
 from twisted.internet import defer
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorFDSet
+from twisted.internet.main import CONNECTION_LOST
 from twisted.logger import Logger, LogLevel
+from twisted.python import log as twisted_log
 from twisted.python import threadable
 from twisted.python.failure import Failure
 
@@ -748,17 +751,42 @@ class _Bell:
 
 class _Unlocked:
     """The reactor's epoll object, whose ``poll`` (the reactor thread's wait for I/O) runs with
-    the reactor lock released (``_ReactorLock``); the callers it settled are woken then."""
+    the reactor lock released (``_ReactorLock``); the callers it settled are woken then.
 
-    __slots__ = ("_poller", "_direct", "_ident", "register", "modify", "unregister")
+    It also keeps the sockets callers read their answers on (``_AnswerWatch``) registered with
+    EPOLLEXCLUSIVE behind the caller's own epoll: epoll cannot modify such a registration, so
+    Twisted's ``modify`` of one is a delete and an add (which keeps it behind the caller's), and
+    a register or unregister of its fd (closed, or its number reused) forgets the watch."""
+
+    __slots__ = ("_poller", "_direct", "_ident", "watches")
 
     def __init__(self, poller: Any, direct: _ReactorLock) -> None:
         self._poller = poller
         self._direct = direct
         self._ident = _thread.get_ident()  # made in the reactor thread
-        self.register = poller.register
-        self.modify = poller.modify
-        self.unregister = poller.unregister
+        self.watches: dict[int, _AnswerWatch] = {}  # by fd
+
+    def register(self, fd: int, mask: int) -> None:
+        if self.watches:
+            self.watches.pop(fd, None)
+        self._poller.register(fd, mask)
+
+    def modify(self, fd: int, mask: int) -> None:
+        if fd in self.watches:
+            poller = self._poller
+            poller.unregister(fd)
+            try:
+                poller.register(fd, mask | select.EPOLLEXCLUSIVE)
+            except BaseException:
+                del self.watches[fd]
+                poller.register(fd, mask)
+            return
+        self._poller.modify(fd, mask)
+
+    def unregister(self, fd: int) -> None:
+        if self.watches:
+            self.watches.pop(fd, None)
+        self._poller.unregister(fd)
 
     def poll(self, timeout: float = -1, maxevents: int = -1) -> list[tuple[int, int]]:
         direct = self._direct
@@ -834,20 +862,61 @@ READ_HERE_LIMIT = 0.05
 READ_HERE_BACKOFF = 64
 _READ = 1  # _read_here read something
 _INTERRUPTED = 2  # _read_here's wait ended by other I/O before the answer
-_POLL_ANSWER = select.POLLIN | select.POLLPRI
-_POLL_OTHER = select.POLLIN
-_read_polls = threading.local()
+_EPOLLIN = select.EPOLLIN
+_answer_buffer = bytearray(0)  # read into by the reactor lock's holder only (_read_step)
 
 
-def _take_out(reactor: Any, channel: Any) -> tuple[Any, int, float, Any] | None:
-    """Before a caller holding the reactor lock writes its request on ``channel``: the socket
-    taken out of the reactor's epoll when the caller may wait for and read the answer itself
-    (``_read_here``): the call is the connection's only one, the socket is read and not written
-    by the reactor (no TLS, nothing queued) and no timer is due. Taken out before the write, the
-    answer cannot wake the reactor even when the caller is preempted between its write and its
-    wait (on a busy core the reactor used to wake on the answer there, wait for the lock, and
-    hold it when the caller's next send came: that send queued). Returns (transport, fd, end of
-    the wait, epoll) for ``_read_here``, which puts the socket back; None when not taken out."""
+class _AnswerWatch:
+    """How a caller holding the reactor lock waits for its answer on one connection's socket
+    without the reactor waking for it, and without changing the reactor's epoll per call.
+
+    The caller waits in an epoll of its own (``poll``) holding the socket and the reactor's epoll
+    (any other I/O ends the wait). Both hold the socket with EPOLLEXCLUSIVE, the caller's first
+    (the reactor's registration is made again after it): the kernel then wakes the first of them
+    that has a thread waiting, so an answer coming while the caller waits wakes the caller only,
+    and anything coming while it does not (a broker's request, a pushed reply, a FIN between two
+    calls) wakes the reactor as before. Was: the socket taken out of the reactor's epoll before
+    each write and put back after the answer, two epoll_ctl per round trip."""
+
+    __slots__ = ("transport", "poll", "__weakref__")
+
+    def __init__(self, transport: Any, fd: int, epoll: Any) -> None:
+        self.transport = transport
+        own = select.epoll(2)
+        own.register(fd, _EPOLLIN | select.EPOLLEXCLUSIVE)
+        own.register(epoll.fileno(), _EPOLLIN)
+        self.poll = own.poll
+
+
+def _watch(reactor: Any, transport: Any, fd: int) -> _AnswerWatch | None:
+    """The socket's ``_AnswerWatch``, made on first use (the reactor lock held, the socket read
+    and not written by the reactor); None where the reactor's epoll is not ours."""
+    unlocked = reactor._poller
+    if type(unlocked) is not _Unlocked:
+        return None
+    watches = unlocked.watches
+    watch = watches.get(fd)
+    if watch is not None and watch.transport is transport:
+        return watch
+    epoll = unlocked._poller
+    watch = _AnswerWatch(transport, fd, epoll)
+    # made again after the caller's: the kernel offers a wake-up to the caller's epoll first
+    epoll.unregister(fd)
+    try:
+        epoll.register(fd, _EPOLLIN | select.EPOLLEXCLUSIVE)
+    except BaseException:
+        epoll.register(fd, _EPOLLIN)  # as it was: the reactor reads it
+        raise
+    watches[fd] = watch
+    return watch
+
+
+def _answer_watch(reactor: Any, channel: Any) -> tuple[Any, int, float, Any, Any] | None:
+    """When a caller holding the reactor lock writes its request on ``channel`` and may wait for
+    and read the answer itself (``_read_here``): the call is the connection's only one, the
+    socket is read and not written by the reactor (no TLS, nothing queued) and no timer is due.
+    Returns (transport, fd, end of the wait, its watch, channel) for ``_read_here``; None when
+    the reactor reads the answer."""
     transport = getattr(channel, "transport", None)
     if (getattr(transport, "TLS", True) or not getattr(channel, "connected", False)
             or len(channel.connection) != 1 or transport.dataBuffer or transport._tempDataLen):
@@ -860,31 +929,51 @@ def _take_out(reactor: Any, channel: Any) -> tuple[Any, int, float, Any] | None:
         timeout = READ_HERE_LIMIT
     if timeout <= 0:
         return None
-    epoll = reactor._poller._poller
-    epoll.modify(fd, 0)  # still reported: errors and hang-ups, which end the wait too
-    return transport, fd, time.monotonic() + timeout, epoll
+    watch = _watch(reactor, transport, fd)
+    if watch is None:
+        return None
+    return transport, fd, time.monotonic() + timeout, watch, channel
 
 
-def _put_back(reactor: Any, fd: int, epoll: Any) -> None:
-    """The socket back in the reactor's epoll as Twisted's tables say it is watched."""
-    mask = (select.EPOLLIN if fd in reactor._reads else 0) | (select.EPOLLOUT if fd in reactor._writes else 0)
-    if mask:
-        with contextlib.suppress(OSError):  # closed meanwhile (its number maybe reused)
-            epoll.modify(fd, mask)
+def _read_step(reactor: Any, transport: Any, channel: Any) -> None:
+    """The reactor's read step for this socket (``_doReadOrWrite`` of EPOLLIN: ``doRead``, and
+    what follows a lost connection), in the caller's thread: one ``recv_into`` a buffer reused
+    across calls; exactly one whole answer to a scanned call (the usual sync send's) goes
+    straight to its receiver (``receive_whole``), anything else (part of a frame, several, a
+    request of the peer's, the end) to the protocol as ``doRead`` hands it, bytes intact."""
+    global _answer_buffer
+    buf = _answer_buffer
+    if len(buf) != transport.bufferSize:
+        buf = _answer_buffer = bytearray(transport.bufferSize)
+    try:
+        n = transport.socket.recv_into(buf)
+    except BlockingIOError:
+        return
+    except OSError:
+        why: Any = CONNECTION_LOST
+    else:
+        try:
+            if n and channel.receive_whole(buf, n):
+                return
+            why = transport._dataReceived(bytes(memoryview(buf)[:n]))  # b"": CONNECTION_DONE
+        except BaseException:  # as the reactor's step: logged, and the connection dropped
+            why = sys.exc_info()[1]
+            twisted_log.err()
+    if why:
+        reactor._disconnectSelectable(transport, why, True)
 
 
-def _read_here(reactor: Any, taken: tuple[Any, int, float, Any], waiter: Waiter) -> int:
+def _read_here(reactor: Any, taken: tuple[Any, int, float, Any, Any], waiter: Waiter) -> int:
     """Wait for and read ``waiter``'s answer in the calling thread, which holds the reactor lock
-    (the reactor waits in epoll) and wrote the request after ``_take_out`` (``taken``) took the
-    socket out of the reactor's epoll: no wake-up of the reactor thread and none of the caller
-    after it. The wait also watches the reactor's epoll, so any other I/O (a queued call's bell,
-    another connection, a stop) ends it at once, as does the reactor's next timer: then the
-    reactor goes on as if nothing happened, and reads the rest of the answer if any. What is read
-    goes through the reactor's own read step (``_doReadOrWrite``), with writes held to the end as
-    a drain's. The socket is back in the reactor's epoll when it returns. Returns _READ when
-    anything was read (the caller then checks the timers), | _INTERRUPTED when other I/O ended
-    the wait."""
-    transport, fd, end, epoll = taken
+    (the reactor waits in epoll) and wrote the request (``_answer_watch``: ``taken``): no wake-up
+    of the reactor thread and none of the caller after it. The wait (``_AnswerWatch``) also
+    watches the reactor's epoll, so any other I/O (a queued call's bell, another connection, a
+    stop) ends it at once, as does the reactor's next timer: then the reactor goes on as if
+    nothing happened, and reads the rest of the answer if any. What is read goes through
+    ``_read_step`` (a hang-up or error through the reactor's own step), with writes held to the
+    end as a drain's. Returns _READ when anything was read (the caller then checks the timers),
+    | _INTERRUPTED when other I/O ended the wait before the answer."""
+    transport, fd, end, watch, channel = taken
     reads, selectables = reactor._reads, reactor._selectables
     outcome = 0
     held = hold_flushes()
@@ -895,36 +984,31 @@ def _read_here(reactor: Any, taken: tuple[Any, int, float, Any], waiter: Waiter)
                 or fd not in reads or selectables.get(fd) is not transport):
             return 0
         timeout = end - time.monotonic()
-        epfd = epoll.fileno()
-        cached = getattr(_read_polls, "poll", None)
-        if cached is None or cached[0] != fd or cached[1] != epfd:
-            poller = select.poll()
-            poller.register(fd, _POLL_ANSWER)
-            poller.register(epfd, _POLL_OTHER)
-            cached = _read_polls.poll = (fd, epfd, poller)
-        poll = cached[2].poll
+        poll = watch.poll
         while not waiter._done and timeout > 0:
-            events = poll(timeout * 1000)
-            answered = 0
-            for ready, event in events:
+            answered = other = 0
+            for ready, event in poll(timeout):
                 if ready == fd:
                     answered = event
                 else:
-                    answered = -1  # other I/O: the reactor's
-                    break
-            if answered <= 0:
-                if answered < 0:
+                    other = 1
+            if not answered:
+                # the reactor's epoll has I/O ready (nested, it reports only what is ready now:
+                # not this socket once read, though the reactor may have been woken for it when
+                # it came before this wait): the reactor's from here
+                if other:
                     outcome |= _INTERRUPTED
                 break
             outcome |= _READ
-            # POLLIN/HUP/ERR/NVAL have epoll's values: the reactor's step for this event
-            reactor._doReadOrWrite(transport, fd, answered & ~select.POLLPRI)
+            if answered == _EPOLLIN:
+                _read_step(reactor, transport, channel)
+            else:  # a hang-up or an error: the reactor's step for this event
+                reactor._doReadOrWrite(transport, fd, answered)
             if fd not in reads or selectables.get(fd) is not transport:
                 break  # lost, or no longer read
             timeout = end - time.monotonic()
     finally:
         release_flushes(held)
-        _put_back(reactor, fd, epoll)
     return outcome
 
 
@@ -1030,16 +1114,11 @@ class _Inbox:
                         channel = getattr(sink.attempt, "channel", None)
                         if channel is not None:
                             try:
-                                taken = _take_out(reactor, channel)  # before the write
+                                taken = _answer_watch(reactor, channel)
                             except Exception:
-                                log.failure("taking a socket out of the reactor's epoll failed")
+                                log.failure("watching a socket for its caller's answer failed")
                 finally:
-                    try:
-                        release_flushes(held)  # the write
-                    except BaseException:
-                        if taken is not None:
-                            _put_back(reactor, taken[1], taken[3])
-                        raise
+                    release_flushes(held)  # the write
                 if wake:
                     self._wake(reactor)
                 elif taken is not None:

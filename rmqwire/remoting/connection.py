@@ -361,6 +361,24 @@ class RemotingConnection:
             return events
         return self._events(commands)
 
+    def take_answer(self, buf: bytearray, n: int) -> ScannedResponseReceived | None:
+        """``buf[:n]`` read from the socket when it is exactly one whole frame answering a call
+        sent with ``scanned=True``, and nothing is buffered: that call taken, as
+        ``receive_data(bytes(buf[:n]))`` would return it (its only event); else None and nothing
+        changed (the bytes then go to ``receive_data``). No copy of the frame, no decoder pass."""
+        if not self._scanning or self.state is not ConnectionState.OPEN or n < 8:
+            return None
+        decoder = self._decoder
+        if decoder._buf or decoder._failed is not None or n > decoder.max_frame_length:
+            return None
+        (length,) = _HEADER_WORD.unpack_from(buf, 0)
+        if length != n - 4:
+            return None
+        event = self._peek(buf, 4, n)
+        if event is not None:
+            del self._pending[event.call.opaque]  # _peek found it pending
+        return event
+
     def _peek(self, buf: bytearray, start: int, end: int) -> ScannedResponseReceived | None:
         """A frame's payload before any decode: the response to a ``scanned`` call whose JSON
         header the scan accepts, else None (the frame is decoded as any other)."""

@@ -166,6 +166,20 @@ class RemotingProtocol(Protocol):
                 self.close()
         # no timer work: an answer only takes a deadline away (the timer, if early, re-arms)
 
+    def receive_whole(self, buf: bytearray, n: int) -> bool:
+        """``dataReceived(bytes(buf[:n]))`` when those bytes are exactly one whole answer to a
+        scanned call (``RemotingConnection.take_answer``): True once handled; False, with nothing
+        done, for anything else, which then goes to ``dataReceived``. For a reader of the socket
+        that skips Twisted's read step (a blocking caller reading its own answer)."""
+        if self._closing:
+            return False
+        event = self.connection.take_answer(buf, n)
+        if event is None:
+            return False
+        self._last_activity = self.reactor.seconds()
+        self._complete_scanned(event)
+        return True
+
     def connectionLost(self, reason: Failure | None = None) -> None:
         if self._lost:
             return

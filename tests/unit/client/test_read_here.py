@@ -10,6 +10,9 @@ happened (bounded).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import platform
 import random
 import select
 import socket
@@ -44,6 +47,7 @@ class ThreadPeer:
         self.responses: list[RemotingCommand] = []
         self.errors: list[BaseException] = []
         self.threads: list[threading.Thread] = []
+        self.conns: list[socket.socket] = []  # the accepted connections, in order
         accept = threading.Thread(target=self._accept, daemon=True)
         accept.start()
         self.threads.append(accept)
@@ -58,6 +62,7 @@ class ThreadPeer:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
+            self.conns.append(conn)
             t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             t.start()
             self.threads.append(t)
@@ -194,11 +199,146 @@ def test_a_caller_reads_its_own_answer_while_the_reactor_waits(
         peer.close()
 
 
-def test_an_answer_that_comes_before_the_callers_wait_does_not_wake_the_reactor(
+#: epoll_wait, epoll_pwait, epoll_pwait2; then poll, ppoll
+_EPOLL_WAITS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}.get(platform.machine())
+_POLLS = {"x86_64": {7, 271}, "aarch64": {73}}.get(platform.machine())
+needs_proc = pytest.mark.skipif(_EPOLL_WAITS is None or not os.path.exists("/proc/self/task"),
+                                reason="reads a thread's syscall from /proc (Linux x86_64/aarch64)")
+
+
+def _syscall(native_id: int) -> int:
+    with open(f"/proc/self/task/{native_id}/syscall") as f:
+        first = f.read().split()[0]
+    return int(first) if first.isdigit() else -1
+
+
+def _in_epoll_wait(native_id: int) -> bool:
+    return _syscall(native_id) in _EPOLL_WAITS  # type: ignore[operator]
+
+
+def _waiting(native_id: int) -> bool:
+    """In its own epoll's wait (reading its answer) or in its Waiter's poll (the reactor reads)."""
+    call = _syscall(native_id)
+    return call in _EPOLL_WAITS or call in _POLLS  # type: ignore[operator]
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.0005)
+
+
+class _EpollSpy:
+    """The reactor's epoll, noting each wait as (started, events)."""
+
+    def __init__(self, epoll: Any) -> None:
+        self.epoll = epoll
+        self.waits: list[tuple[float, list[tuple[int, int]]]] = []
+
+    def poll(self, *a: Any) -> Any:
+        began = time.monotonic()
+        events = self.epoll.poll(*a)
+        self.waits.append((began, events))
+        return events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.epoll, name)
+
+    def woke_on(self, fd: int) -> list[float]:
+        return [began for began, events in self.waits if any(f == fd for f, _ in events)]
+
+
+@contextlib.contextmanager
+def _spied_epoll(reactor: Any) -> Iterator[_EpollSpy]:
+    unlocked = facade.call(lambda: reactor._poller, timeout=WAIT)
+    epoll = unlocked._poller
+    spy = _EpollSpy(epoll)
+    facade.call(setattr, unlocked, "_poller", spy, timeout=WAIT)  # the reactor's next waits
+    try:
+        yield spy
+    finally:
+        facade.call(setattr, unlocked, "_poller", epoll, timeout=WAIT)
+
+
+@needs_proc
+def test_an_answer_that_comes_while_the_caller_waits_does_not_wake_the_reactor(
+        client: RemotingClient, reactor: Any) -> None:
+    # the caller's epoll holds the socket ahead of the reactor's, both EPOLLEXCLUSIVE: the kernel
+    # wakes the caller only (a reactor woken would wait for the lock and hold it when the
+    # caller's next send came, which then queued)
+    caller_id: list[int] = []
+
+    def when_waiting(peer: ThreadPeer, conn: socket.socket, cmd: RemotingCommand) -> None:
+        _until(lambda: _waiting(caller_id[0]))
+        ThreadPeer.echo(peer, conn, cmd)
+
+    peer = ThreadPeer(when_waiting)
+    try:
+        channel = facade.call(client.channel, peer.addr, timeout=WAIT)
+        fd = facade.call(channel.transport.fileno, timeout=WAIT)
+        me = threading.current_thread()
+        caller_id.append(threading.get_native_id())
+        with _spied_epoll(reactor) as spy:
+            here = 0
+            for i in range(TRIES):
+                facade.call(lambda: None, timeout=WAIT)  # a reactor pass: its waits so far noted
+                before = len(spy.waits)
+                response, attempt = call_here(channel, f"wait {i}".encode())
+                assert response.body == f"wait {i}".encode()
+                if attempt.thread is me:
+                    here += 1
+                    facade.call(lambda: None, timeout=WAIT)
+                    woke = [e for _, events in spy.waits[before:] for e in events]
+                    assert [e for e in woke if e[0] == fd] == []
+                    if here >= 5:
+                        break
+            assert here >= 5
+        assert not peer.errors
+    finally:
+        peer.close()
+
+
+def test_a_watched_socket_takes_the_reactors_writer_changes(client: RemotingClient, reactor: Any) -> None:
+    # epoll cannot modify an EPOLLEXCLUSIVE registration: Twisted's addWriter / removeWriter of a
+    # watched socket (writes queued when it is full) delete and add it again, still exclusive
+    peer = ThreadPeer()
+    try:
+        channel = facade.call(client.channel, peer.addr, timeout=WAIT)
+        me = threading.current_thread()
+        for i in range(TRIES):
+            if call_here(channel, b"w")[1].thread is me:
+                break
+        fd = facade.call(channel.transport.fileno, timeout=WAIT)
+        unlocked = facade.call(lambda: reactor._poller, timeout=WAIT)
+        assert fd in unlocked.watches
+        transport = channel.transport
+        def writer_on_and_off() -> bool:
+            reactor.addWriter(transport)
+            on = fd in reactor._writes
+            reactor.removeWriter(transport)
+            return on
+
+        assert facade.call(writer_on_and_off, timeout=WAIT)
+        facade.call(reactor.addWriter, transport, timeout=WAIT)  # nothing to write: the reactor
+        facade.call(lambda: None, timeout=WAIT)  # finds it writable and stops writing
+        assert fd in unlocked.watches and fd not in facade.call(lambda: reactor._writes, timeout=WAIT)
+        here = sum(call_here(channel, f"after {k}".encode())[1].thread is me for k in range(20))
+        assert here > 0
+        facade.call(reactor.removeReader, transport, timeout=WAIT)  # unregistered: forgotten
+        assert fd not in unlocked.watches
+        facade.call(reactor.addReader, transport, timeout=WAIT)
+        assert call_here(channel, b"again")[0].body == b"again"
+        assert not peer.errors
+    finally:
+        peer.close()
+
+
+def test_an_answer_that_comes_before_the_callers_wait_is_read_by_the_caller(
         client: RemotingClient, reactor: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # a caller preempted between its write and its wait (a busy core): the answer is there
-    # before it waits, and must not wake the reactor meanwhile (woken, the reactor waited for
-    # the lock and held it when the caller's next send came, which then queued)
+    # before it waits (the reactor may be woken for it, as nobody waited then): the caller still
+    # reads it, and its next sends still read theirs (no back-off, as after other I/O)
     answered = threading.Event()
 
     def echo(peer: ThreadPeer, conn: socket.socket, cmd: RemotingCommand) -> None:
@@ -206,21 +346,6 @@ def test_an_answer_that_comes_before_the_callers_wait_does_not_wake_the_reactor(
         answered.set()
 
     peer = ThreadPeer(echo)
-    woke: list[int] = []
-    unlocked = facade.call(lambda: reactor._poller, timeout=WAIT)
-    epoll = unlocked._poller
-
-    class Spy:
-        """The reactor's epoll, noting which sockets its waits return."""
-
-        def poll(self, *a: Any) -> Any:
-            events = epoll.poll(*a)
-            woke.extend(fd for fd, _ in events)
-            return events
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(epoll, name)
-
     try:
         channel = facade.call(client.channel, peer.addr, timeout=WAIT)
         fd = facade.call(channel.transport.fileno, timeout=WAIT)
@@ -234,20 +359,52 @@ def test_an_answer_that_comes_before_the_callers_wait_does_not_wake_the_reactor(
             return real(*a)
 
         monkeypatch.setattr(facade, "_read_here", late)
-        facade.call(setattr, unlocked, "_poller", Spy(), timeout=WAIT)  # the reactor's next waits
         for i in range(TRIES):
             answered.clear()
-            del woke[:]
+            facade._inbox._read_backoff = 0
             response, attempt = call_here(channel, f"late {i}".encode())
             assert response.body == f"late {i}".encode()
             if attempt.thread is me:
                 break
-        assert attempt.thread is me
-        facade.call(lambda: None, timeout=WAIT)  # a reactor pass: its waits so far are noted
-        assert fd not in woke
+        assert attempt.thread is me and facade._inbox._read_backoff == 0
         assert not peer.errors
     finally:
-        facade.call(setattr, unlocked, "_poller", epoll, timeout=WAIT)
+        peer.close()
+
+
+@needs_proc
+def test_a_request_of_the_peer_between_two_calls_wakes_the_reactor_at_once(
+        client: RemotingClient, reactor: Any, reactor_thread: threading.Thread) -> None:
+    # nobody waits in the caller's epoll between its calls: the reactor's wait in progress ends
+    # for the request (not its next timer), and the reactor answers it
+    peer = ThreadPeer()
+    try:
+        channel = facade.call(client.channel, peer.addr, timeout=WAIT)
+        fd = facade.call(channel.transport.fileno, timeout=WAIT)
+        me = threading.current_thread()
+        reactor_id = facade.call(threading.get_native_id, timeout=WAIT)
+        for i in range(TRIES):
+            response, attempt = call_here(channel, f"first {i}".encode())
+            if attempt.thread is me:
+                break
+        assert attempt.thread is me  # the socket is watched by the caller's epoll too
+        (conn,) = peer.conns
+        with _spied_epoll(reactor) as spy:
+            facade.call(lambda: None, timeout=WAIT)  # the spy is in place for the next wait
+            for k in range(TRIES):
+                _until(lambda: _in_epoll_wait(reactor_id))
+                sent = time.monotonic()
+                # a request of the broker's own (as CHECK_TRANSACTION_STATE), no call pending
+                conn.sendall(encode_frame(RemotingCommand.request(4242, {"x": "y"}, opaque=9001 + k)))
+                _until(lambda: any(r.opaque == 9001 + k for r in peer.responses))  # noqa: B023
+                # the wait that returned the socket began before the request was sent (it may
+                # have ended for something else just before: then again)
+                if [began for began in spy.woke_on(fd) if began < sent]:
+                    break
+                del spy.waits[:]
+            assert [began for began in spy.woke_on(fd) if began < sent]
+        assert not peer.errors
+    finally:
         peer.close()
 
 

@@ -7,6 +7,8 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionDone
@@ -1165,3 +1167,92 @@ def test_hooks_see_the_command_of_a_scanned_call() -> None:
     (sent,) = h.sent()
     h.feed(dataclasses.replace(sent.response_to(0, remark="hooked"), language=LanguageCode.JAVA))
     assert [type(o) for o in r.outcomes] == [RemotingCommand] and hook.responses[0][2].remark == "hooked"
+
+
+# ---- receive_whole: one whole answer read by a caller, as dataReceived would handle it -----------
+
+
+def _whole_or_received(h: Harness, data: bytes) -> bool:
+    """What a blocking caller's read does with ``data``: ``receive_whole`` of it at the start of a
+    larger buffer (the rest stale bytes), else ``dataReceived``; True when taken whole."""
+    buf = bytearray(data) + b"\xff" * 7
+    if h.proto.receive_whole(buf, len(data)):
+        return True
+    h.proto.dataReceived(data)
+    return False
+
+
+def _record(h: Harness, receivers: list[Any]) -> Any:
+    return ([r.outcomes for r in receivers], h.proto.pending_count, h.tr.value(), h.proto._closing,
+            h.proto.connection.buffered, h.proto._last_activity)
+
+
+_CHUNKS = st.lists(st.sampled_from([
+    "answer 0", "answer 1", "answer 9", "answer 0 body", "answer 0 declined", "request 0", "bad length",
+    "rocketmq 1"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=_CHUNKS, cut=st.integers(0, 400), scanned=st.booleans(), closing=st.booleans())
+def test_receive_whole_takes_only_what_data_received_would_do_the_same_with(
+        chunks: list[str], cut: int, scanned: bool, closing: bool) -> None:
+    frames = {
+        "answer 0": _response_frame(0, ext={"queueId": "1"}),
+        "answer 1": _response_frame(1, remark="r"),
+        "answer 9": _response_frame(9),  # no such call
+        "answer 0 body": _response_frame(0, ext={"k": "v"}, body=b"B" * 30),
+        "answer 0 declined": _response_frame(0, remark='"q"'),  # the scan declines it
+        "request 0": encode_frame(RemotingCommand(ROUTE.code, opaque=0, ext_fields={"topic": "T"})),
+        "bad length": struct.pack(">ii", 2, 0),
+        "rocketmq 1": _response_frame(1, ext={"k": "v"}, stype=SerializeType.ROCKETMQ),
+    }
+    stream = b"".join(frames[c] for c in chunks)
+    parts = [stream[:cut], stream[cut:]] if 0 < cut < len(stream) else [stream]
+    results = []
+    for whole in (True, False):
+        h = Harness()
+        h.clock.advance(5)
+        receivers = [ScanReceiver(), ScanReceiver()]
+        for r in receivers:
+            h.proto.invoke_direct_prepared(_prepared(), 30.0, r, scanned)
+        h.tr.clear()
+        if closing:
+            h.proto._closing = True
+        taken = []
+        for part in parts:
+            h.clock.advance(1)
+            if whole:
+                taken.append(_whole_or_received(h, part))
+            else:
+                h.proto.dataReceived(part)
+        results.append(_record(h, receivers))
+        if whole:
+            # taken whole exactly when the part is one whole answer to a pending scanned call
+            usual = [scanned and not closing and p in (frames["answer 0"], frames["answer 1"],
+                                                       frames["answer 0 body"]) for p in parts]
+            assert taken[0] == usual[0]  # the first part: nothing before it
+    assert results[0] == results[1]
+
+
+def test_receive_whole_of_the_usual_answer_skips_the_decoder() -> None:
+    h = Harness()
+    r = ScanReceiver()
+    h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+    decoder = h.proto.connection._decoder
+    decoder.feed_peeking = None  # type: ignore[method-assign]  # not called on the way
+    frame = _response_frame(0, ext={"queueId": "1"}, body=b"B")
+    assert h.proto.receive_whole(bytearray(frame), len(frame))
+    assert r.outcomes == [("scan", 0, None, {"queueId": "1"}, b"B")] and h.proto.pending_count == 0
+
+
+def test_receive_whole_declines_after_a_partial_frame_or_a_framing_error() -> None:
+    for before in (_response_frame(1)[:6], struct.pack(">ii", 2, 0)):
+        h = Harness()
+        receivers = [ScanReceiver(), ScanReceiver()]
+        for r in receivers:
+            h.proto.invoke_direct_prepared(_prepared(), 3.0, r, True)
+        h.proto.dataReceived(before)  # a frame's head buffered, or the stream broken
+        h.proto._closing = False  # only the connection's own state may decline it
+        frame = _response_frame(0)
+        assert not h.proto.receive_whole(bytearray(frame), len(frame))
+        assert receivers[0].outcomes == [] and h.proto.connection.buffered in (6, 0)
