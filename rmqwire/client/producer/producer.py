@@ -248,13 +248,17 @@ class _Semaphore:
 
 class _Batch(CodecMessage):
     """A batch as one message (Java ``MessageBatch``): the encoded batch body, the batch's own
-    WAIT and UNIQ_KEY properties, and the messages it holds."""
+    WAIT and UNIQ_KEY properties, and the messages it holds. ``text``: when ``_batch_alike`` made
+    it, the send plan's text of its properties (``_planned_batch_text``'s value), and its topic
+    and body passed ``check_message`` but for the body's size."""
 
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "text")
 
-    def __init__(self, topic: str, body: bytes, properties: dict[str, str], messages: list[CodecMessage]) -> None:
+    def __init__(self, topic: str, body: bytes, properties: dict[str, str], messages: list[CodecMessage],
+                 text: tuple[str, bytes] | None = None) -> None:
         super().__init__(topic=topic, body=body, flag=0, properties=properties)
         self.messages = messages
+        self.text = text
 
 
 def _bounded(reactor: Any, d: Deferred[Any], seconds: float, what: str) -> Deferred[Any]:
@@ -557,7 +561,11 @@ class Producer:
                 self._make_sure_state_ok()
             if not isinstance(msg, CodecMessage):
                 msg = self._batch(msg)
-            check_message(msg, self.config.max_message_size)
+                # a batch _batch_alike made has passed check_message but for its size
+                if msg.text is None or len(msg.body) > self.config.max_message_size:
+                    check_message(msg, self.config.max_message_size)
+            else:
+                check_message(msg, self.config.max_message_size)
             if self._namespace and not isinstance(msg, _Batch):
                 # Java wraps the topic on the caller's message for the send and unwraps it after;
                 # here the send uses a view sharing the properties (UNIQ_KEY lands on the caller's)
@@ -814,13 +822,16 @@ class Producer:
         ``_send_default`` before anything changed; a queue whose broker address moved, or whose
         connection is not open, ``_first_attempt`` after the pick, as ``_send_default``."""
         plan = self._plan_of(msg.topic)
-        text: Any = None if plan is None else self._planned_text(msg, plan)
-        batch = False
+        text: Any
+        batch = type(msg) is _Batch
+        if plan is None:
+            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
+        if batch:
+            text = msg.text or _planned_batch_text(msg.properties)  # type: ignore[attr-defined]
+        else:
+            text = self._planned_text(msg, plan)
         if text is None:
-            if (plan is None or type(msg) is not _Batch
-                    or (text := _planned_batch_text(msg.properties)) is None):
-                return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
-            batch = True
+            return self._send_default(msg, mode, begin, timeout_ms, sink, tokens, begin)
         info = plan.info
         # MQFaultStrategy's first pick without the latency strategy (TopicPublishInfo.select_one)
         mq, broker, raw, addr, template, _, batch_template = plan.queues[
@@ -1072,7 +1083,12 @@ class Producer:
         body = encode_batch_alike(msgs, text, new_ids)
         if body is None:
             body = encode_batch(msgs)
-        return _Batch(topic, body, _batch_properties(base.get(_WAIT), batch_id), msgs)
+        props = _batch_properties(base.get(_WAIT), batch_id)
+        # the send plan's text of these properties (_planned_batch_text's): the id is hex
+        wait = props[_WAIT]
+        return _Batch(topic, body, props, msgs,
+                      (f"{_WAIT}\x01{wait}\x02{_UNIQ}\x01{batch_id}\x02",
+                       f'"{_WAIT}\\u0001{wait}\\u0002{_UNIQ}\\u0001{batch_id}\\u0002"'.encode()))
 
     def _batch_checked(self, msgs: list[CodecMessage]) -> _Batch:
         """``_batch`` of any batch: Java's checks written out one by one, in its order."""
