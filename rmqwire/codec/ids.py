@@ -112,6 +112,8 @@ def _month_bounds_ms(ms: int) -> tuple[int, int]:
 
 #: "00" .. "FF": an id's counter is two of them (Java's writeShort, uppercase hex)
 _HEX2 = [f"{i:02X}" for i in range(256)]
+#: the same as ASCII bytes (an id's last two characters as an encoder writes them)
+HEX2_BYTES = [h.encode() for h in _HEX2]
 
 
 def _previous_month_start_ms(month_start_ms: int) -> int:
@@ -179,16 +181,27 @@ class UniqueIdGenerator:
     def next_ids(self, n: int) -> list[str]:
         """``n`` ids in one step (one clock read): what ``n`` calls of ``next_id`` in the same
         millisecond, with no other caller between them, return."""
+        return self.next_id_run(n)[0]
+
+    def next_id_run(self, n: int) -> tuple[list[str], str, int]:
+        """``next_ids(n)``, and when every id is one text followed by two hex digits of
+        consecutive counter low bytes (the usual case: no wrap of the low byte among them): that
+        text and the first id's low byte, so an encoder can write the ids from ``HEX2_BYTES``
+        (else "", -1)."""
         now = self._clock()
         at, head = self._head_at
         if at != now:
             head = self._head(now)
         if n <= 0:
-            return []
+            return [], "", -1
         counters = list(itertools.islice(self._count, n))
         first = counters[0]
         if counters[-1] - first != n - 1:  # another thread between them (no CPython does that)
-            return [head + _HEX2[c >> 8 & 0xFF] + _HEX2[c & 0xFF] for c in counters]
+            return [head + _HEX2[c >> 8 & 0xFF] + _HEX2[c & 0xFF] for c in counters], "", -1
+        low = first & 0xFF
+        if low + n <= 256:  # one run: the high byte's text once
+            shared = head + _HEX2[first >> 8 & 0xFF]
+            return list(map(shared.__add__, _HEX2[low:low + n])), shared, low
         # each run of ids sharing the counter's high byte: that head once, then one concatenation
         # per id (the low bytes' texts are a slice of the table)
         ids: list[str] = []
@@ -197,7 +210,7 @@ class UniqueIdGenerator:
             stop = min(end, (c | 0xFF) + 1)
             ids += map((head + _HEX2[c >> 8 & 0xFF]).__add__, _HEX2[c & 0xFF:(stop - 1 & 0xFF) + 1])
             c = stop
-        return ids
+        return ids, "", -1
 
     __call__ = next_id
 

@@ -25,7 +25,7 @@ import construct as cs
 import lz4.frame
 import zstandard
 
-from rmqwire.codec.ids import create_offset_msg_id
+from rmqwire.codec.ids import HEX2_BYTES, create_offset_msg_id
 from rmqwire.codec.java import java_string_hash
 from rmqwire.errors import CodecError, MessageDecodeError
 
@@ -1385,6 +1385,37 @@ def encode_batch_alike(messages: Sequence[Message], text: str, ids: Sequence[str
             extend((entry_head, body, shared, uid.encode(), b"\x02"))
     except struct.error:  # a flag out of int32
         return None
+    return b"".join(parts)
+
+
+def encode_batch_run(bodies: Sequence[bytes], flag: int, text: str, id_text: str, low: int) -> bytes | None:
+    """``encode_batch_alike`` of messages that also share one body size and one flag, whose ids
+    are one text followed by the hex digits of consecutive low bytes (``UniqueIdGenerator.
+    next_id_run``'s): ``bodies`` (bytes, all of ``len(bodies[0])``), ``flag`` each message's,
+    ``text`` the shared map's ``encode_properties``, the ids ``id_text`` + ``%02X`` of ``low``,
+    ``low + 1``, ... Every entry then has the same head and the same text but for its last two
+    characters: the entries are one join of the bodies and those characters between the shared
+    parts, no work per entry in Python. None when it does not apply (a run past FF, an id text
+    that is not ASCII or holds \x02, a flag out of int32, properties over the 2-byte length):
+    ``encode_batch_alike`` then writes (or refuses) it."""
+    n = len(bodies)
+    if not n:
+        return b""
+    if not 0 <= low <= 256 - n or not id_text.isascii() or "\x02" in id_text:
+        return None
+    head = f"{text}{_UNIQ_PAIR_HEAD}{id_text}".encode()
+    length = len(head) + 3  # and two hex digits, \x02
+    if length > MAX_PROPERTIES_LENGTH:
+        return None
+    size = len(bodies[0])
+    try:
+        entry_head = _BATCH_HEAD.pack(_BATCH_MIN + size + length, 0, 0, flag, size)
+    except struct.error:  # a flag out of int32
+        return None
+    # per entry: its head, body, the text's length and its part shared by all, two hex digits, \x02
+    parts = [entry_head, b"", _I16.pack(length) + head, b"", b"\x02"] * n
+    parts[1::5] = bodies
+    parts[3::5] = HEX2_BYTES[low:low + n]
     return b"".join(parts)
 
 

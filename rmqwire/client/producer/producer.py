@@ -30,7 +30,8 @@ import dataclasses
 import enum
 import re
 from collections.abc import Iterable, Sequence
-from operator import attrgetter, itemgetter
+from itertools import repeat
+from operator import attrgetter, itemgetter, setitem
 from typing import Any
 
 from twisted.internet import defer
@@ -91,6 +92,7 @@ from rmqwire.codec.message import (
     compress,
     encode_batch,
     encode_batch_alike,
+    encode_batch_run,
     encode_properties,
 )
 from rmqwire.codec.message import Message as CodecMessage
@@ -1050,19 +1052,34 @@ class Producer:
         max_size = self.config.max_message_size
         # equal maps of two keys or more may still list them in another order (another text)
         keys = list(base) if len(base) > 1 else None
-        maps = []
+        maps: list[dict[str, str]] = []
         append = maps.append
+        bodies: list[bytes] = []
+        add_body = bodies.append
+        # one body size and one flag (the first's int object: an equal int that is another
+        # object only takes encode_batch_alike) let encode_batch_run write the entries
+        flag = first.flag
+        uniform = type(flag) is int
+        size = -1
         try:
             for m in msgs:
                 if not isinstance(m, CodecMessage):
                     return None
                 props = m.properties
                 body = m.body
-                if (m.topic != topic or type(body) is not bytes or not body or len(body) > max_size
+                if m.topic != topic or type(body) is not bytes:
+                    return None
+                b = len(body)
+                if (not 0 < b <= max_size
                         or (props is not base and (props != base
                                                    or (keys is not None and list(props) != keys)))):
                     return None
                 append(props)
+                add_body(body)
+                if b != size or m.flag is not flag:
+                    if size >= 0:
+                        uniform = False
+                    size = b
         except Exception:  # a map that cannot be compared: _batch's general pass judges it
             return None
         if len(set(map(id, maps))) != len(maps):
@@ -1074,15 +1091,16 @@ class Producer:
         # every message passed Java's per-message checks: the topic's are what it raises
         check_topic(topic)
         check_not_allowed_send_topic(topic)
-        new_ids = self._instance().unique_ids.next_ids(len(maps) + 1)
-        uniq = _UNIQ
+        new_ids, id_text, low = self._instance().unique_ids.next_id_run(len(maps) + 1)
         # Java tags each message after checking it, then the batch: the same ids in that order
-        for props, uid in zip(maps, new_ids):
-            props[uniq] = uid
+        # (map stops at the shorter: the batch's own id goes on no message)
+        any(map(setitem, maps, repeat(_UNIQ), new_ids))
         batch_id = new_ids.pop()
-        body = encode_batch_alike(msgs, text, new_ids)
+        body = encode_batch_run(bodies, flag, text, id_text, low) if uniform and low >= 0 else None
         if body is None:
-            body = encode_batch(msgs)
+            body = encode_batch_alike(msgs, text, new_ids)
+            if body is None:
+                body = encode_batch(msgs)
         props = _batch_properties(base.get(_WAIT), batch_id)
         # the send plan's text of these properties (_planned_batch_text's): the id is hex
         wait = props[_WAIT]

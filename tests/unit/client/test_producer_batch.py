@@ -181,3 +181,45 @@ def test_alike_maps_are_encoded_from_one_text_and_others_are_not() -> None:
         assert b.body.count(b"WAIT\x01true\x02TAGS\x01A\x02UNIQ_KEY") == 1
     finally:
         producer_module.encode_batch_alike = real  # type: ignore[assignment]
+
+
+def test_one_body_size_and_flag_are_encoded_from_one_run_and_others_are_not() -> None:
+    import rmqwire.client.producer.producer as producer_module
+
+    runs: list[int] = []
+    real = producer_module.encode_batch_run
+
+    def recording(bodies: Any, flag: int, text: str, id_text: str, low: int) -> Any:
+        out = real(bodies, flag, text, id_text, low)
+        runs.append(len(bodies) if out is not None else -1)
+        return out
+
+    producer_module.encode_batch_run = recording  # type: ignore[assignment]
+    try:
+        p = _Producer(None)
+        p.instance.unique_ids._count = iter(range(0x10, 0x1000))  # a run within one low byte
+        msgs = [Message("T", b"ab", tags="A") for _ in range(3)]
+        b = p._batch(msgs)
+        assert runs == [3]
+        assert b.body == producer_module.encode_batch(msgs)
+        for odd in ("size", "flag", "big flag"):
+            other = [Message("T", b"ab", tags="A") for _ in range(3)]
+            if odd == "size":
+                other[1].body = b"abc"
+            elif odd == "flag":
+                other[2].flag = 7
+            else:  # equal big ints that are not one object: the per-entry writer
+                other[0].flag = int("1000")
+                other[1].flag = int("1000")
+                other[2].flag = int("1000")
+            b = p._batch(other)
+            assert runs == [3], odd
+            assert b.body == producer_module.encode_batch(other)
+        p.instance.unique_ids._count = iter(range(0xFE, 0x1000))  # the low byte wraps: no run
+        wrapped = [Message("T", b"ab", tags="A") for _ in range(3)]
+        b = p._batch(wrapped)
+        assert runs == [3]
+        assert b.body == producer_module.encode_batch(wrapped)
+        assert [m.properties["UNIQ_KEY"][-4:] for m in wrapped] == ["00FE", "00FF", "0100"]
+    finally:
+        producer_module.encode_batch_run = real  # type: ignore[assignment]

@@ -50,6 +50,9 @@ class FixedIds:
     def next_ids(self, n: int) -> list[str]:
         return [self.uid] * n
 
+    def next_id_run(self, n: int) -> tuple[list[str], str, int]:
+        return [self.uid] * n, "", -1
+
 
 def record_writes(w: World, p: Producer) -> list[bytes]:
     """Every byte the producer's broker connections write, one entry per write."""

@@ -215,6 +215,24 @@ def test_next_ids_spelled_as_formatted_counters(counter, n):
     assert gen.next_id() == f"{head}{(counter + n) & 0xFFFF:04X}"
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(2**17), 2**17), st.integers(0, 300))
+def test_next_id_run_is_next_ids_and_their_shared_text(counter, n):
+    # the ids are next_ids'; when no low byte wraps among them, each is the shared text and the
+    # two hex digits of low, low + 1, ... (what encode_batch_run writes), else no run is given
+    now = _local_ms(2024, 3, 15, 12, 0, 0)
+    gen = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: now, counter_start=counter)
+    ref = UniqueIdGenerator("1.2.3.4", pid=1, hash_code=2, clock=lambda: now, counter_start=counter)
+    ids, text, low = gen.next_id_run(n)
+    assert ids == ref.next_ids(n)
+    if 0 < n and (counter & 0xFF) + n <= 256:
+        assert low == counter & 0xFF
+        assert ids == [f"{text}{low + i:02X}" for i in range(n)]
+    else:
+        assert (text, low) == ("", -1)
+    assert gen.next_id() == ref.next_id()
+
+
 def test_bad_unique_ids():
     for bad in ("", "00", "Z" * 32, "0" * 40):
         with pytest.raises(CodecError):

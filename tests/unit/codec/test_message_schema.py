@@ -28,6 +28,7 @@ from rmqwire.codec.message import (
     decompress,
     encode_batch,
     encode_batch_alike,
+    encode_batch_run,
     encode_message,
     encode_properties,
     schema_decode_batch,
@@ -464,3 +465,29 @@ def test_batch_alike_equals_the_schema_of_the_tagged_maps(base, entries, odd):
     if alike is not None:
         assert usual
         assert alike == schema_encode_batch(msgs) == encode_batch(msgs)
+
+
+@LIGHT
+@given(st.one_of(properties, odd_properties, st.just({})), st.integers(0, 6), st.binary(min_size=1, max_size=8),
+       st.one_of(int32, int32, st.integers(2**31, 2**32)),
+       st.text(st.sampled_from("0123456789ABCDEF\x01\x02é"), max_size=30),
+       st.integers(-2, 258))
+def test_batch_run_equals_the_schema_of_the_tagged_maps(base, n, body, flag, id_text, low):
+    # encode_batch_run writes n entries of one body size and flag whose ids are id_text and the
+    # hex of low, low + 1, ... from one join: the schema's bytes of the maps a batch's tagging
+    # leaves, or None for what it does not take (encode_batch_alike then writes or refuses it)
+    base.pop(UNIQ, None)
+    try:
+        text = encode_properties(base)
+    except CodecError:
+        return  # a map the producer does not take this way
+    bodies = [bytes([i]) * len(body) for i in range(n)]  # one size, each its own bytes
+    ids = [f"{id_text}{low + i:02X}" for i in range(n)]
+    msgs = [Message(topic="T", body=b, flag=flag, properties={**base, UNIQ: uid})
+            for b, uid in zip(bodies, ids)]
+    run = encode_batch_run(bodies, flag, text, id_text, low)
+    usual = (not n or (0 <= low <= 256 - n and id_text.isascii() and "\x02" not in id_text
+                       and -(2**31) <= flag < 2**31))
+    assert (run is not None) == usual  # the usual batch is taken, and only it
+    if run is not None:
+        assert run == schema_encode_batch(msgs) == encode_batch(msgs)
