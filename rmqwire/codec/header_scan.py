@@ -13,7 +13,9 @@ property-tests that the scan declines or agrees with it.
 The scan is what lets the remoting layer see a response's opaque and flag before any decode, and a
 receiver read a send response's fields (``code``, ``ext_fields``) without a RemotingCommand.
 Its result is the ``re.Match`` itself (no object built per frame), read through the functions
-below; ``match.string`` is the header text.
+below; ``match.string`` is the header text. A send's SUCCESS answer in the brokers' usual shape
+(``SEND_OK_EXT``) has its values read in the same pass (``SEND_OK_FIELDS``), so the producer does
+not scan its extFields again.
 """
 
 from __future__ import annotations
@@ -29,16 +31,31 @@ _PLAIN = r'[ !#-\[\]-~]*'
 _INT = r'-?(?:0|[1-9][0-9]{0,18})'
 _PAIR = rf'"{_PLAIN}":"{_PLAIN}"'
 
+#: the extFields of a send's SUCCESS answer as Java brokers (4.9 and 5.x) write them: the response
+#: header's fields and the broker's TRACE_ON and MSG_REGION in the HashMap's order of that key
+#: set, ids in range for an int and a long (one digit more than either holds is left to the
+#: reader's checks). A subset of the generic object below, tried first inside the one scan so a
+#: send's answer is not scanned a second time; its groups are None for any other object.
+SEND_OK_EXT = (
+    rf'\{{"queueId":"(0|[1-9][0-9]{{0,9}})","transactionId":"({_PLAIN})",'
+    rf'"msgId":"({_PLAIN})","TRACE_ON":"({_PLAIN})","MSG_REGION":"({_PLAIN})",'
+    rf'"queueOffset":"(0|[1-9][0-9]{{0,17}})"\}}'
+)
+
 _HEADER = re.compile(
     rf'\{{"code":({_INT}),'
-    rf'(?:"extFields":(\{{(?:{_PAIR}(?:,{_PAIR})*)?\}}),)?'
+    rf'(?:"extFields":((?:{SEND_OK_EXT})|\{{(?:{_PAIR}(?:,{_PAIR})*)?\}}),)?'
     rf'"flag":({_INT}),"language":"[A-Z_]+","opaque":({_INT}),'
     rf'(?:"remark":"({_PLAIN})",)?'
     rf'"serializeTypeCurrentRPC":"JSON","version":{_INT}\}}'
 )
 
 #: group numbers of a scan's fields
-CODE, EXT_FIELDS, FLAG, OPAQUE, REMARK = 1, 2, 3, 4, 5
+CODE, EXT_FIELDS, FLAG, OPAQUE, REMARK = 1, 2, 9, 10, 11
+#: group numbers of the send-OK extFields' values (queueId, transactionId, msgId, TRACE_ON,
+#: MSG_REGION, queueOffset): set only when the extFields are SEND_OK_EXT's shape
+SEND_OK_FIELDS = (3, 4, 5, 6, 7, 8)
+SEND_OK_QUEUE_ID = 3
 
 scan_json_header = _HEADER.fullmatch
 """``scan_json_header(text)``: the match of a header's text (decoded as latin-1, so any bytes

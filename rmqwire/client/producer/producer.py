@@ -83,7 +83,14 @@ from rmqwire.codec.commands.send import (
 )
 from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeader
 from rmqwire.codec.frame import RemotingCommand, json_quote
-from rmqwire.codec.header_scan import CODE, EXT_FIELDS, scanned_command, scanned_ext_fields
+from rmqwire.codec.header_scan import (
+    CODE,
+    SEND_OK_EXT,
+    SEND_OK_FIELDS,
+    SEND_OK_QUEUE_ID,
+    scanned_command,
+    scanned_ext_fields,
+)
 from rmqwire.codec.message import (
     CompressionType,
     MessageExt,
@@ -128,16 +135,8 @@ _STATUS_OF = {
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
 
-#: The extFields of a SUCCESS answer to a send as Java brokers (4.9 and 5.x) write them: the
-#: response header's fields and the broker's MSG_REGION and TRACE_ON in the HashMap's order of
-#: that key set, plain strings (no escape), ids in range for an int and a long (one more
-#: digit than either can hold is left to send_result_from's checks).
-_PLAIN_TEXT = r'[ !#-\[\]-~]*'
-_USUAL_SEND_OK = re.compile(
-    rf'\{{"queueId":"(0|[1-9][0-9]{{0,9}})","transactionId":"({_PLAIN_TEXT})",'
-    rf'"msgId":"({_PLAIN_TEXT})","TRACE_ON":"({_PLAIN_TEXT})","MSG_REGION":"({_PLAIN_TEXT})",'
-    rf'"queueOffset":"(0|[1-9][0-9]{{0,17}})"\}}'
-).fullmatch
+#: The usual extFields of a send's SUCCESS answer alone (the header scan reads them in its pass).
+_USUAL_SEND_OK = re.compile(SEND_OK_EXT).fullmatch
 
 _TRAN_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 _UNIQ = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -252,15 +251,18 @@ class _Batch(CodecMessage):
     """A batch as one message (Java ``MessageBatch``): the encoded batch body, the batch's own
     WAIT and UNIQ_KEY properties, and the messages it holds. ``text``: when ``_batch_alike`` made
     it, the send plan's text of its properties (``_planned_batch_text``'s value), and its topic
-    and body passed ``check_message`` but for the body's size."""
+    and body passed ``check_message`` but for the body's size. ``ids``: when ``_batch_alike``
+    made it, its messages' ids joined (``_batch_ids``) as it tagged them, which a send result
+    takes instead of reading every message again."""
 
-    __slots__ = ("messages", "text")
+    __slots__ = ("messages", "text", "ids")
 
     def __init__(self, topic: str, body: bytes, properties: dict[str, str], messages: list[CodecMessage],
-                 text: tuple[str, bytes] | None = None) -> None:
+                 text: tuple[str, bytes] | None = None, ids: str | None = None) -> None:
         super().__init__(topic=topic, body=body, flag=0, properties=properties)
         self.messages = messages
         self.text = text
+        self.ids = ids
 
 
 def _bounded(reactor: Any, d: Deferred[Any], seconds: float, what: str) -> Deferred[Any]:
@@ -1104,9 +1106,11 @@ class Producer:
         props = _batch_properties(base.get(_WAIT), batch_id)
         # the send plan's text of these properties (_planned_batch_text's): the id is hex
         wait = props[_WAIT]
+        # every map is its own and was untagged: the messages' ids are new_ids, in their order
         return _Batch(topic, body, props, msgs,
                       (f"{_WAIT}\x01{wait}\x02{_UNIQ}\x01{batch_id}\x02",
-                       f'"{_WAIT}\\u0001{wait}\\u0002{_UNIQ}\\u0001{batch_id}\\u0002"'.encode()))
+                       f'"{_WAIT}\\u0001{wait}\\u0002{_UNIQ}\\u0001{batch_id}\\u0002"'.encode()),
+                      ",".join(new_ids))
 
     def _batch_checked(self, msgs: list[CodecMessage]) -> _Batch:
         """``_batch`` of any batch: Java's checks written out one by one, in its order."""
@@ -1491,7 +1495,7 @@ class Producer:
             return None  # strict: the typed path raises the missing field
         topic = without_namespace(msg.topic, self._namespace) if self._namespace else msg.topic
         if isinstance(msg, _Batch) and get("batchUniqId") is None:
-            uniq: str | None = _batch_ids(msg.messages)
+            uniq: str | None = msg.ids or _batch_ids(msg.messages)
         else:
             uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         mq = sent_to
@@ -1501,13 +1505,13 @@ class Producer:
                                get(PropertyKey.MSG_REGION) or "DefaultRegion",
                                get(PropertyKey.TRACE_SWITCH) != "false", get("recallHandle"))
 
-    def send_ok_from(self, usual: re.Match[str], msg: CodecMessage, sent_to: MessageQueue) -> SendResult | None:
+    def send_ok_from(self, usual: tuple[str, ...], msg: CodecMessage, sent_to: MessageQueue) -> SendResult | None:
         """``send_result_from`` of a SUCCESS answer to a send of ``msg`` (a message or a batch) to
-        ``sent_to`` whose extFields text is the broker's usual one (``_USUAL_SEND_OK``'s match:
-        no batchUniqId, so a batch's msg_id is its messages' ids joined): the fields read from
-        the match, no dict per answer; None when the values are out of range
+        ``sent_to`` whose extFields text is the broker's usual one (``SEND_OK_EXT``'s values, as
+        the header scan read them: no batchUniqId, so a batch's msg_id is its messages' ids
+        joined): no dict per answer; None when the values are out of range
         (``send_result_from`` judges those)."""
-        queue_id, transaction_id, msg_id, trace_on, region, offset = usual.groups()
+        queue_id, transaction_id, msg_id, trace_on, region, offset = usual
         queue_id = int(queue_id)
         if queue_id > 2147483647:
             return None
@@ -1515,7 +1519,7 @@ class Producer:
         mq = sent_to
         if mq.queue_id != queue_id or mq.topic != topic:
             mq = MessageQueue(topic, sent_to.broker_name, queue_id)
-        uniq = _batch_ids(msg.messages) if isinstance(msg, _Batch) else msg.properties.get(_UNIQ)
+        uniq = (msg.ids or _batch_ids(msg.messages)) if isinstance(msg, _Batch) else msg.properties.get(_UNIQ)
         return new_send_result(SendStatus.SEND_OK, uniq, msg_id, mq, int(offset), transaction_id,
                                region or "DefaultRegion", trace_on != "false", None)
 
@@ -1775,10 +1779,9 @@ class _FirstAttempt(PendingCall):
         self.channel = None
         try:
             mq = self.mq
-            ext = scan[EXT_FIELDS]
-            usual = _USUAL_SEND_OK(ext) if ext is not None and scan[CODE] == "0" else None
-            if usual is not None:
-                fast = self.p.send_ok_from(usual, self.msg, mq)
+            # the scan read the usual send-OK extFields (SEND_OK_EXT) in its one pass
+            if scan[SEND_OK_QUEUE_ID] is not None and scan[CODE] == "0":
+                fast = self.p.send_ok_from(scan.group(*SEND_OK_FIELDS), self.msg, mq)
             else:
                 fast = self.p.send_result_from(int(scan[CODE]), scanned_ext_fields(scan), self.msg,
                                                mq.broker_name, mq)

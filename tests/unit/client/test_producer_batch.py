@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqwire.client.message import Message
-from rmqwire.client.producer.producer import Producer
+from rmqwire.client.producer.producer import Producer, _batch_ids
 from rmqwire.codec.ids import UniqueIdGenerator
 
 
@@ -75,6 +75,8 @@ def _outcome(p: _Producer, batch: list[Any], *, check: bool) -> tuple[Any, ...]:
         made: Any = (type(e), str(e))
     else:
         made = (b.topic, b.body, b.flag, b.properties, [id(m) for m in b.messages])
+        if b.ids is not None:  # a send result's msg_id as the messages hold their ids now
+            assert b.ids == _batch_ids(b.messages)
     # the messages afterwards: ids, property order, topics (a message may be listed twice)
     after = [(m.topic, list(m.properties.items())) if isinstance(m, Message) else m for m in batch]
     return made, after, p.instance.unique_ids.next_id()
@@ -117,6 +119,18 @@ def test_a_usual_batch_takes_the_one_pass() -> None:
     b = p._batch(msgs)
     assert calls == [] and b.messages == msgs
     assert [list(m.properties) for m in msgs] == [["TAGS", "WAIT", "UNIQ_KEY"], ["KEYS", "WAIT", "UNIQ_KEY"]]
+
+
+def test_alike_maps_carry_their_ids_joined_and_others_do_not() -> None:
+    p = _Producer(None)
+    msgs = [Message("T", b"a", tags="A"), Message("T", b"bb", tags="A")]
+    b = p._batch(msgs)
+    assert b.ids == ",".join(m.properties["UNIQ_KEY"] for m in msgs) and b.ids.count(",") == 1
+    # another map (the general pass) or a message listed twice: read from the messages at the answer
+    twice = Message("T", b"a", tags="A")
+    for batch in ([Message("T", b"a", tags="A"), Message("T", b"a", tags="B")],
+                  [twice, Message("T", b"c", tags="A"), twice]):
+        assert p._batch(batch).ids is None
 
 
 _maps = st.dictionaries(st.sampled_from(["TAGS", "KEYS", "a", "b", "UNIQ_KEY", "DELAY", "WAIT", "",

@@ -372,3 +372,20 @@ def test_a_5_3_3_brokers_answer_to_a_batch_is_read_by_the_usual_match() -> None:
         SendStatus.SEND_OK, "U0,U1", ",".join(ids), a.mq, 235536,
         "C00002023FE63DBE64517F3106CC0021", "DefaultRegion", True, None)
     assert result.message_queue is a.mq
+
+
+def test_a_batch_that_carries_its_ids_joined_answers_with_them() -> None:
+    # _batch_alike's batch: the ids it joined as it tagged the messages, no read of each message
+    header = ('{"code":0,"extFields":{"queueId":"3","transactionId":"C0","msgId":"M0,M1","TRACE_ON":"true",'
+              '"MSG_REGION":"DefaultRegion","queueOffset":"5"},"flag":1,"language":"JAVA","opaque":2,'
+              '"serializeTypeCurrentRPC":"JSON","version":479}')
+    p = _producer(None)
+    p.config = SimpleNamespace(retry_another_broker_when_not_store_ok=False)
+    batch = _batch_of(["U0", "U1"], None)
+    batch.ids = "U0,U1"
+    batch.messages = None  # not read
+    a = _attempt(p, batch, SendBatchMessage, CommunicationMode.SYNC)
+    a.mq = MessageQueue("T", "b0", 3)
+    a.answered_scan(scan_json_header(header), None)
+    ((how, result),) = a.outcomes
+    assert how == "settle" and result.msg_id == "U0,U1" and result.offset_msg_id == "M0,M1"
