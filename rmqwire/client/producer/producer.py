@@ -85,7 +85,6 @@ from rmqwire.codec.commands.transaction import CheckTransactionStateRequestHeade
 from rmqwire.codec.frame import RemotingCommand, json_quote
 from rmqwire.codec.header_scan import (
     CODE,
-    SEND_OK_EXT,
     SEND_OK_FIELDS,
     SEND_OK_QUEUE_ID,
     scanned_command,
@@ -134,9 +133,6 @@ _STATUS_OF = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
-
-#: The usual extFields of a send's SUCCESS answer alone (the header scan reads them in its pass).
-_USUAL_SEND_OK = re.compile(SEND_OK_EXT).fullmatch
 
 _TRAN_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 _UNIQ = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import struct
 from types import SimpleNamespace
 from typing import Any
@@ -16,7 +17,6 @@ from twisted.python.failure import Failure
 
 from rmqwire.client.message import SendResult, SendStatus, new_send_result
 from rmqwire.client.producer.producer import (
-    _USUAL_SEND_OK,
     CommunicationMode,
     Producer,
     _Batch,
@@ -26,9 +26,12 @@ from rmqwire.codec import encode_frame
 from rmqwire.codec.codes import FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from rmqwire.codec.commands.send import SendBatchMessage, SendMessageV2, SendReplyMessageV2
 from rmqwire.codec.frame import RemotingCommand, decode_frame, decode_json_header, encode_json_header
-from rmqwire.codec.header_scan import EXT_FIELDS, scan_json_header
+from rmqwire.codec.header_scan import EXT_FIELDS, SEND_OK_EXT, scan_json_header
 from rmqwire.codec.message import Message, PropertyKey
 from rmqwire.model import MessageQueue
+
+#: the usual send-OK extFields alone, as the header scan reads them in its pass
+_USUAL_SEND_OK = re.compile(SEND_OK_EXT).fullmatch
 
 KEYS = ["msgId", "queueId", "queueOffset", "transactionId", "batchUniqId", "recallHandle",
         PropertyKey.MSG_REGION, PropertyKey.TRACE_SWITCH, "other", "queueid"]
