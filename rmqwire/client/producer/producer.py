@@ -1100,12 +1100,9 @@ class Producer:
             if body is None:
                 body = encode_batch(msgs)
         props = _batch_properties(base.get(_WAIT), batch_id)
-        # the send plan's text of these properties (_planned_batch_text's): the id is hex
-        wait = props[_WAIT]
-        # every map is its own and was untagged: the messages' ids are new_ids, in their order
-        return _Batch(topic, body, props, msgs,
-                      (f"{_WAIT}\x01{wait}\x02{_UNIQ}\x01{batch_id}\x02",
-                       f'"{_WAIT}\\u0001{wait}\\u0002{_UNIQ}\\u0001{batch_id}\\u0002"'.encode()),
+        # the send plan's text of these properties (_planned_batch_text's, whose checks hold:
+        # the id is hex); every map is its own and was untagged: the messages' ids are new_ids
+        return _Batch(topic, body, props, msgs, _batch_text(props[_WAIT], batch_id),
                       ",".join(new_ids))
 
     def _batch_checked(self, msgs: list[CodecMessage]) -> _Batch:
@@ -1988,6 +1985,11 @@ def _planned_batch_text(props: dict[str, str]) -> tuple[str, bytes] | None:
     if (wait != "true" and wait != "false") or type(uid) is not str or not (
             uid.isascii() and uid.isalnum()):
         return None
+    return _batch_text(wait, uid)
+
+
+def _batch_text(wait: str, uid: str) -> tuple[str, bytes]:
+    """``_planned_batch_text`` of a batch's WAIT and UNIQ_KEY values that pass its checks."""
     return (f"{_WAIT}\x01{wait}\x02{_UNIQ}\x01{uid}\x02",
             f'"{_WAIT}\\u0001{wait}\\u0002{_UNIQ}\\u0001{uid}\\u0002"'.encode())
 
